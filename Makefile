@@ -1,0 +1,58 @@
+# fstx - atomic multi-file transactions.  See README.md.
+PREFIX ?= /usr/local
+DESTDIR ?=
+CC ?= cc
+SAN ?=
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS ?= -O2 -g
+ifeq ($(SAN),1)
+CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=address,undefined
+endif
+ALL_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -fPIC $(CFLAGS)
+B := build$(if $(SAN),-san)
+
+LIB_SRC := src/os.c src/crc32c.c src/domain.c src/journal.c src/plan.c \
+	   src/trans.c src/api.c src/txtext.c
+LIB_OBJ := $(LIB_SRC:src/%.c=$(B)/%.o)
+SOVER := 0
+
+TESTS := test_abi test_ops test_rollback test_crash test_txtext
+TEST_BIN := $(TESTS:%=$(B)/%)
+
+all: $(B)/libfstx.a $(B)/libfstx.so.$(SOVER) $(B)/fstx
+
+$(B)/%.o: src/%.c src/*.h include/fstx.h include/fstx/*.h | $(B)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(B):
+	mkdir -p $(B)
+
+$(B)/libfstx.a: $(LIB_OBJ)
+	ar rcs $@ $^
+
+$(B)/libfstx.so.$(SOVER): $(LIB_OBJ) src/libfstx.map
+	$(CC) -shared -Wl,-soname,libfstx.so.$(SOVER) -Wl,--version-script=src/libfstx.map \
+		$(LDFLAGS) -o $@ $(LIB_OBJ)
+	ln -sf libfstx.so.$(SOVER) $(B)/libfstx.so
+
+$(B)/fstx: src/cli.c $(B)/libfstx.a
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ src/cli.c $(B)/libfstx.a
+
+$(B)/test_%: test/test_%.c test/helpers.c test/helpers.h test/faultos.c $(B)/libfstx.a
+	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes $(LDFLAGS) -o $@ $< test/helpers.c \
+		test/faultos.c $(B)/libfstx.a -lcmocka
+
+deps:
+	@bash tools/deps.sh
+
+check: deps all $(TEST_BIN)
+	@bash test/run.sh $(B)
+
+demo: $(B)/fstx
+	@bash examples/demo.sh $(B)/fstx
+
+clean:
+	rm -rf build build-san
+
+.PHONY: all check demo clean deps

@@ -1,0 +1,162 @@
+/*
+ * fstx.h - atomic multi-file transactions on ordinary Linux filesystems.
+ *
+ * A *domain* is a directory tree.  A *transaction* is a vector of ops
+ * (open, close, pwrite, unlink, link, mkdir, rmdir, truncate, setxattr,
+ * removexattr, clonerange, rename, symlink) applied to paths beneath the
+ * domain, all or nothing: on success every change is durable; on failure,
+ * kill -9 or power loss the tree is exactly as before (or, once commit has
+ * returned 0, exactly as after).  fstx keeps its journal and lock in
+ * DIR/.fstx/; ops may not name anything in it.
+ *
+ * Calling sequence (the ergonomic API):
+ *
+ *     fstx_domain *d;
+ *     fstx_tx *tx;
+ *     int r, fd;
+ *
+ *     r = fstx_domain_open("/srv/store", &d);        // recovers a hot journal
+ *     r = fstx_tx_new(d, &tx);                      // strict by default
+ *     fd = fstx_tx_open(tx, "obj/new", O_WRONLY|O_CREAT|O_EXCL, 0644);
+ *     fstx_tx_pwrite(tx, fd, buf, len, 0);          // buf must live until commit
+ *     fstx_tx_setxattr(tx, "obj/new", "user.sum", sum, 8, 0);
+ *     fstx_tx_rename(tx, "obj/new", "obj/current", 0);
+ *     fstx_tx_unlink(tx, "obj/old");
+ *     r = fstx_tx_commit(tx);                       // 0, or -errno: rolled back
+ *     if (r < 0) fprintf(stderr, "op %ld failed: %s\n",
+ *                        fstx_tx_failed_op(tx), strerror(-r));
+ *     fstx_tx_free(tx);
+ *     fstx_domain_close(d);
+ *
+ * The builder calls (fstx_tx_open, ...) only record ops; nothing touches
+ * the tree before fstx_tx_commit().  They return the new op's fd index
+ * (open) or 0, or -errno (-ENOMEM, -EINVAL for a bad argument).
+ *
+ * The seed ABI: fstx_usertrans(dirfd, &ut) runs a struct btrfs_ioctl_usertrans
+ * (see <fstx/btrfs_usertrans.h>) with the RFC's semantics plus rollback.
+ *
+ * All functions return 0 or a positive value on success and -errno on failure.
+ *
+ * Caveats (see fstx(7)):
+ *  - Cooperating processes only: a process that changes the domain without
+ *    fstx while a transaction runs can make fstx abort it (-ESTALE).
+ *  - One filesystem per domain; no mount points beneath it; not NFS.
+ *  - Power-loss atomicity assumes the filesystem persists namespace
+ *    operations in order (ext4, xfs, btrfs do; they journal metadata).
+ *  - Paths are resolved by fstx itself, beneath the domain; symlinks
+ *    inside the domain are followed as the kernel would, but a symlink or
+ *    ".." that leaves the domain fails the op with -EXDEV.
+ */
+#ifndef FSTX_H
+#define FSTX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FSTX_VERSION_MAJOR 0
+#define FSTX_VERSION_MINOR 1
+#define FSTX_VERSION_PATCH 0
+#define FSTX_VERSION_STRING "0.1.0"
+
+/* Ops beyond the seed's 1..11 (same record layout). */
+#define FSTX_OP_RENAME  12 /* oldpath, newpath, flags (0|RENAME_NOREPLACE|RENAME_EXCHANGE) */
+#define FSTX_OP_SYMLINK 13 /* target, linkpath */
+#define FSTX_OP_MAX     13
+
+/*
+ * Transaction flag (struct btrfs_ioctl_usertrans.flags), a bit the seed
+ * does not use: every op fails the transaction on a negative result or a
+ * short write, as if FAIL_ON_LT 0 were set on each.
+ */
+#define FSTX_UT_STRICT (1ULL << 16)
+
+/* Documented limits; a vector beyond them is refused with -EINVAL. */
+#define FSTX_MAX_OPS    (1u << 20) /* 1048576 ops per transaction */
+#define FSTX_MAX_FDS    4096       /* slots in the private fd table */
+#define FSTX_MAX_XATTR  65536      /* bytes of one xattr value */
+
+struct btrfs_ioctl_usertrans;
+
+/* Run a seed-ABI transaction on the domain whose directory is dirfd. */
+long fstx_usertrans(int dirfd, struct btrfs_ioctl_usertrans *ut);
+
+/* ---- domains ---------------------------------------------------------- */
+
+typedef struct fstx_domain fstx_domain;
+
+int fstx_domain_open(const char *path, fstx_domain **out);
+int fstx_domain_openfd(int dirfd, fstx_domain **out); /* dirfd is duplicated */
+void fstx_domain_close(fstx_domain *d);
+
+/*
+ * Roll back a hot journal (left by a crash or a failed rollback) and clear
+ * a wedge.  Returns 1 if something was recovered, 0 if the domain was
+ * clean, -EUCLEAN if the journal is corrupt (nothing is applied), or the
+ * -errno of the step that failed.
+ */
+int fstx_recover(fstx_domain *d);
+
+struct fstx_status {
+	int hot;               /* a journal awaits recovery */
+	int wedged;            /* transactions fail with -EROFS until recovery */
+	uint64_t journal_bytes;
+	int reflink;           /* FICLONERANGE works here */
+	int xattr_user;        /* user.* xattrs work here */
+	uint32_t block_size;
+	char fs_type[16];      /* "ext4", "xfs", "btrfs", "tmpfs", ... */
+};
+int fstx_status(fstx_domain *d, struct fstx_status *st);
+
+/* ---- transactions ----------------------------------------------------- */
+
+typedef struct fstx_tx fstx_tx;
+
+int fstx_tx_new(fstx_domain *d, fstx_tx **out);
+void fstx_tx_free(fstx_tx *tx);
+
+int fstx_tx_open(fstx_tx *tx, const char *path, int flags, mode_t mode);
+int fstx_tx_close(fstx_tx *tx, int fd);
+int fstx_tx_pwrite(fstx_tx *tx, int fd, const void *buf, size_t len, off_t off);
+int fstx_tx_unlink(fstx_tx *tx, const char *path);
+int fstx_tx_link(fstx_tx *tx, const char *oldpath, const char *newpath);
+int fstx_tx_mkdir(fstx_tx *tx, const char *path, mode_t mode);
+int fstx_tx_rmdir(fstx_tx *tx, const char *path);
+int fstx_tx_truncate(fstx_tx *tx, const char *path, off_t size);
+int fstx_tx_setxattr(fstx_tx *tx, const char *path, const char *name,
+		     const void *value, size_t len, int flags);
+int fstx_tx_removexattr(fstx_tx *tx, const char *path, const char *name);
+int fstx_tx_clonerange(fstx_tx *tx, int dstfd, int srcfd, off_t srcoff,
+		       off_t len, off_t dstoff);
+int fstx_tx_rename(fstx_tx *tx, const char *oldpath, const char *newpath,
+		   unsigned int flags);
+int fstx_tx_symlink(fstx_tx *tx, const char *target, const char *linkpath);
+
+/*
+ * Replace the last op's strictness with the seed's condition: fail the
+ * transaction when the op's result compares to value as flags say
+ * (BTRFS_IOC_UT_OP_FLAG_FAIL_ON_*); flags 0 ignores the result.
+ */
+int fstx_tx_expect(fstx_tx *tx, uint64_t fail_flags, int64_t value);
+/* Transaction flags: FSTX_UT_STRICT (default on), BTRFS_IOC_UT_FLAG_WEDGEONFAIL. */
+int fstx_tx_set_flags(fstx_tx *tx, uint64_t flags);
+int fstx_tx_reserve(fstx_tx *tx, uint64_t data_bytes, uint64_t metadata_ops);
+
+/* Run it: 0 committed (durable), else -errno and the tree is as before. */
+int fstx_tx_commit(fstx_tx *tx);
+
+size_t fstx_tx_num_ops(const fstx_tx *tx);
+int64_t fstx_tx_result(const fstx_tx *tx, size_t op); /* rval after commit */
+long fstx_tx_failed_op(const fstx_tx *tx);           /* index, or -1 */
+
+/* "open", "pwrite", ... for an op number; "?" if unknown. */
+const char *fstx_op_name(uint64_t op);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FSTX_H */

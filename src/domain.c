@@ -1,0 +1,210 @@
+/*
+ * domain.c - the domain directory and its DIR/.fstx/ metadata:
+ *
+ *   .fstx/lock     flock()ed exclusively for each transaction or recovery
+ *   .fstx/journal  empty when clean; see journal.c for its rules
+ *   .fstx/new/     staging: objects a transaction creates are made here,
+ *                  then renamed into place
+ *   .fstx/trash/   names a transaction removes are renamed here and
+ *                  deleted only after commit
+ *   .fstx/wedged   present while the domain is wedged (WEDGEONFAIL)
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+static int ensure_dir(int dirfd, const char *name, int *created)
+{
+	int r = fstx_os.mkdirat(dirfd, name, 0700);
+
+	if (r == 0)
+		*created = 1;
+	return r == -EEXIST ? 0 : r;
+}
+
+int fx_domain_init(struct fstx_domain *d, int dirfd)
+{
+	int created = 0, r, fd;
+
+	d->root = d->meta = d->lockfd = d->jfd = -1;
+	d->latched = 0;
+	d->txid = 0;
+	d->failed_op = -1;
+	r = fstx_os.openat2(dirfd, ".", O_RDONLY | O_DIRECTORY, 0, 0);
+	if (r < 0)
+		return r;
+	d->root = r;
+	r = ensure_dir(d->root, FX_META, &created);
+	if (r < 0)
+		goto fail;
+	r = fstx_os.openat2(d->root, FX_META, O_RDONLY | O_DIRECTORY, 0,
+			    FX_RESOLVE);
+	if (r < 0)
+		goto fail;
+	d->meta = r;
+	if ((r = ensure_dir(d->meta, "new", &created)) < 0 ||
+	    (r = ensure_dir(d->meta, "trash", &created)) < 0)
+		goto fail;
+	r = fstx_os.openat2(d->meta, "lock", O_RDWR | O_CREAT, 0600, FX_RESOLVE);
+	if (r < 0)
+		goto fail;
+	d->lockfd = r;
+	fd = fstx_os.openat2(d->meta, "journal", O_RDWR, 0, FX_RESOLVE);
+	if (fd == -ENOENT) {
+		fd = fstx_os.openat2(d->meta, "journal", O_RDWR | O_CREAT, 0600,
+				     FX_RESOLVE);
+		created = 1;
+	}
+	if (fd < 0) {
+		r = fd;
+		goto fail;
+	}
+	d->jfd = fd;
+	if (created) {
+		/* New names must be durable before a journal relies on them. */
+		if ((r = fstx_os.fsync(d->meta)) < 0 ||
+		    (r = fstx_os.fsync(d->root)) < 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	fx_domain_fini(d);
+	return r;
+}
+
+void fx_domain_fini(struct fstx_domain *d)
+{
+	int *fds[] = { &d->jfd, &d->lockfd, &d->meta, &d->root };
+
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+		if (*fds[i] >= 0)
+			fstx_os.close(*fds[i]);
+		*fds[i] = -1;
+	}
+}
+
+int fx_lock(struct fstx_domain *d)
+{
+	return fstx_os.flock(d->lockfd, LOCK_EX);
+}
+
+void fx_unlock(struct fstx_domain *d)
+{
+	fstx_os.flock(d->lockfd, LOCK_UN);
+}
+
+int fx_is_wedged(struct fstx_domain *d)
+{
+	struct stat st;
+	int r = fstx_os.fstatat(d->meta, "wedged", &st, AT_SYMLINK_NOFOLLOW);
+
+	if (r == -ENOENT)
+		return 0;
+	return r < 0 ? r : 1;
+}
+
+int fx_wedge(struct fstx_domain *d)
+{
+	int fd = fstx_os.openat2(d->meta, "wedged", O_WRONLY | O_CREAT, 0600,
+				 FX_RESOLVE);
+	int r;
+
+	if (fd < 0)
+		return fd;
+	r = fstx_os.fsync(fd);
+	fstx_os.close(fd);
+	return r < 0 ? r : fstx_os.fsync(d->meta);
+}
+
+int fx_unwedge(struct fstx_domain *d)
+{
+	int r = fstx_os.unlinkat(d->meta, "wedged", 0);
+
+	if (r == -ENOENT)
+		return 0;
+	return r < 0 ? r : fstx_os.fsync(d->meta);
+}
+
+/* Remove every entry of an fstx scratch directory (new/ or trash/). */
+static int clean_dir(struct fstx_domain *d, const char *dir)
+{
+	char buf[4096];
+	int fd, r = 0;
+	ssize_t n;
+
+	fd = fstx_os.openat2(d->meta, dir, O_RDONLY | O_DIRECTORY, 0, FX_RESOLVE);
+	if (fd < 0)
+		return fd;
+	while ((n = fstx_os.getdents(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t off = 0; off < n;) {
+			struct { uint64_t ino; int64_t off; unsigned short reclen;
+				 unsigned char type; char name[]; } *e = (void *)(buf + off);
+			off += e->reclen;
+			if (!strcmp(e->name, ".") || !strcmp(e->name, ".."))
+				continue;
+			r = fstx_os.unlinkat(fd, e->name, 0);
+			if (r == -EISDIR || r == -EPERM)
+				r = fstx_os.unlinkat(fd, e->name, AT_REMOVEDIR);
+			if (r < 0 && r != -ENOENT)
+				goto out;
+			r = 0;
+		}
+	}
+	if (n < 0)
+		r = (int)n;
+out:
+	fstx_os.close(fd);
+	return r;
+}
+
+int fx_clean_scratch(struct fstx_domain *d)
+{
+	int r = clean_dir(d, "trash");
+
+	return r < 0 ? r : clean_dir(d, "new");
+}
+
+int fx_parent(struct fstx_domain *d, const char *p, const char **name)
+{
+	const char *slash = strrchr(p, '/');
+	char *dir;
+	int fd;
+
+	if (!slash) {
+		*name = p;
+		return fstx_os.dup(d->root);
+	}
+	*name = slash + 1;
+	dir = strndup(p, (size_t)(slash - p));
+	if (!dir)
+		return -ENOMEM;
+	fd = fstx_os.openat2(d->root, dir, O_PATH | O_DIRECTORY, 0, FX_RESOLVE);
+	free(dir);
+	return fd;
+}
+
+int fx_lstat(struct fstx_domain *d, const char *p, struct stat *st)
+{
+	const char *name;
+	int dfd, r;
+
+	if (!*p)
+		return fstx_os.fstat(d->root, st);
+	dfd = fx_parent(d, p, &name);
+	if (dfd < 0)
+		return dfd;
+	r = fstx_os.fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW);
+	fstx_os.close(dfd);
+	return r;
+}
+
+int fx_open(struct fstx_domain *d, const char *p, int flags, mode_t mode)
+{
+	return fstx_os.openat2(d->root, *p ? p : ".", flags, mode, FX_RESOLVE);
+}

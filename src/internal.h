@@ -1,0 +1,116 @@
+/* internal.h - shared between libfstx's source files; not installed. */
+#ifndef FSTX_INTERNAL_H
+#define FSTX_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "fstx.h"
+#include "os.h"
+
+#define FX_META ".fstx"
+#define FX_NEW ".fstx/new"
+#define FX_TRASH ".fstx/trash"
+
+/* openat2 resolution for canonical paths: no symlinks, no escape. */
+#define FX_RESOLVE 0x0eULL /* BENEATH | NO_SYMLINKS | NO_MAGICLINKS */
+
+struct fstx_domain {
+	int root;     /* the domain directory */
+	int meta;     /* DIR/.fstx */
+	int lockfd;   /* DIR/.fstx/lock, flock()ed per transaction */
+	int jfd;      /* DIR/.fstx/journal */
+	int latched;  /* -errno of a failed barrier; sticks until recovery */
+	long failed_op; /* last transaction: index of the op that failed, or -1 */
+	uint64_t txid;
+};
+
+/* ---- crc32c.c ---- */
+uint32_t fx_crc32c(uint32_t crc, const void *buf, size_t len);
+
+/* ---- domain.c ---- */
+int fx_domain_init(struct fstx_domain *d, int dirfd);
+void fx_domain_fini(struct fstx_domain *d);
+int fx_lock(struct fstx_domain *d);
+void fx_unlock(struct fstx_domain *d);
+int fx_is_wedged(struct fstx_domain *d);
+int fx_wedge(struct fstx_domain *d);
+int fx_unwedge(struct fstx_domain *d);
+int fx_clean_scratch(struct fstx_domain *d);
+/* Open the parent directory of canonical path p (O_PATH); *name = last part. */
+int fx_parent(struct fstx_domain *d, const char *p, const char **name);
+int fx_lstat(struct fstx_domain *d, const char *p, struct stat *st);
+int fx_open(struct fstx_domain *d, const char *p, int flags, mode_t mode);
+
+/* ---- journal.c ---- */
+enum fx_step_kind {
+	FX_ST_MKFILE = 1, /* create empty file dst (mode)           */
+	FX_ST_MKDIR = 2,  /* create directory dst (mode)            */
+	FX_ST_SYMLINK = 3,/* create symlink dst -> aux              */
+	FX_ST_LINK = 4,   /* hard link src at dst                   */
+	FX_ST_MOVE = 5,   /* rename src to dst; dst absent before   */
+};
+
+struct fx_step {
+	uint32_t kind;
+	uint32_t mode;
+	uint32_t op;      /* index of the op that needs it */
+	char *src, *dst, *aux;
+};
+
+/* Before-image of one object of the initial tree. */
+struct fx_range { uint64_t off, len; };
+struct fx_capture {
+	char *ipath;       /* path in the initial tree */
+	uint64_t dev, ino;
+	int is_file;
+	uint64_t size;     /* initial size (files) */
+	uint64_t min_size; /* planner: lowest size the tx may cut it to */
+	struct fx_range *ranges;
+	size_t nranges, cranges;
+	char **xnames;
+	size_t nxnames, cxnames;
+	int want_size;     /* data may change: record and restore size */
+};
+
+struct fx_plan;
+
+/* Write the journal for the planned transaction and make it durable. */
+int fx_journal_write(struct fstx_domain *d, const struct fx_step *steps,
+		     size_t nsteps, const struct fx_capture *caps, size_t ncaps,
+		     uint64_t nops);
+/* Bytes the journal will take (for the space preflight). */
+uint64_t fx_journal_size(const struct fx_step *steps, size_t nsteps,
+			 const struct fx_capture *caps, size_t ncaps);
+/* Commit point: truncate the journal to 0 and make that durable. */
+int fx_journal_commit(struct fstx_domain *d);
+/* 1 if the journal holds a transaction, 0 if clean, -errno. */
+int fx_journal_hot(struct fstx_domain *d);
+/* Undo whatever the journal describes; 1 done, 0 nothing, <0 error. */
+int fx_recover_locked(struct fstx_domain *d);
+
+int fx_move(struct fstx_domain *d, const char *src, const char *dst);
+
+/* ---- trans.c ---- */
+struct btrfs_ioctl_usertrans;
+long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut);
+int fx_validate(const struct btrfs_ioctl_usertrans *ut, uint64_t *bad);
+
+
+/* ---- txtext.c: the transaction text format (fstx-tx(5)) ---- */
+struct fx_txt {
+	struct btrfs_ioctl_usertrans_op *ops;
+	size_t nops, cops;
+	unsigned *lines;   /* source line of each op */
+	uint64_t flags, data_bytes, metadata_ops, num_fds;
+	void **bufs;       /* allocations the ops point into */
+	size_t nbufs, cbufs;
+	unsigned errline;
+	char err[512];
+};
+/* Parse text; @FILE data is read relative to basedir.  0 or -errno. */
+int fx_txt_parse(const char *text, size_t len, int basedir, struct fx_txt *t);
+void fx_txt_free(struct fx_txt *t);
+
+#endif

@@ -1,0 +1,181 @@
+/*
+ * os.c - the only source file of libfstx that calls libc for file and
+ * directory I/O.  Each wrapper converts the -1/errno convention into
+ * -errno and retries EINTR where the call is restartable.
+ */
+#define _GNU_SOURCE
+#include "os.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <linux/openat2.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#define RET(expr)                                                           \
+	do {                                                                \
+		long r_;                                                    \
+		do                                                          \
+			r_ = (long)(expr);                                  \
+		while (r_ < 0 && errno == EINTR);                           \
+		return r_ < 0 ? -errno : r_;                                \
+	} while (0)
+
+static int os_openat2(int dirfd, const char *path, int flags, mode_t mode,
+		      uint64_t resolve)
+{
+	struct open_how how = {
+		.flags = (uint64_t)flags | O_CLOEXEC,
+		.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+		.resolve = resolve,
+	};
+	RET(syscall(SYS_openat2, dirfd, path, &how, sizeof(how)));
+}
+
+static int os_close(int fd)
+{
+	/* close(2) must not be retried on EINTR (the fd is gone). */
+	return close(fd) < 0 && errno != EINTR ? -errno : 0;
+}
+
+static ssize_t os_pread(int fd, void *buf, size_t len, off_t off)
+{
+	RET(pread(fd, buf, len, off));
+}
+
+static ssize_t os_pwrite(int fd, const void *buf, size_t len, off_t off)
+{
+	RET(pwrite(fd, buf, len, off));
+}
+
+/* A failed barrier is reported once and never retried: no EINTR loop. */
+static int os_fsync(int fd) { return fsync(fd) < 0 ? -errno : 0; }
+static int os_fdatasync(int fd) { return fdatasync(fd) < 0 ? -errno : 0; }
+static int os_syncfs(int fd) { return syncfs(fd) < 0 ? -errno : 0; }
+
+static int os_ftruncate(int fd, off_t len) { RET(ftruncate(fd, len)); }
+static int os_fstat(int fd, struct stat *st) { RET(fstat(fd, st)); }
+
+static int os_fstatat(int dirfd, const char *name, struct stat *st, int flags)
+{
+	RET(fstatat(dirfd, name, st, flags));
+}
+
+static int os_fstatvfs(int fd, struct statvfs *st) { RET(fstatvfs(fd, st)); }
+static int os_fstatfs(int fd, struct statfs *st) { RET(fstatfs(fd, st)); }
+
+static int os_renameat2(int od, const char *on, int nd, const char *nn,
+			unsigned int flags)
+{
+	RET(renameat2(od, on, nd, nn, flags));
+}
+
+static int os_unlinkat(int dirfd, const char *name, int flags)
+{
+	RET(unlinkat(dirfd, name, flags));
+}
+
+static int os_mkdirat(int dirfd, const char *name, mode_t mode)
+{
+	RET(mkdirat(dirfd, name, mode));
+}
+
+static int os_symlinkat(const char *target, int dirfd, const char *name)
+{
+	RET(symlinkat(target, dirfd, name));
+}
+
+static int os_linkat(int od, const char *on, int nd, const char *nn, int flags)
+{
+	RET(linkat(od, on, nd, nn, flags));
+}
+
+static ssize_t os_readlinkat(int dirfd, const char *name, char *buf, size_t len)
+{
+	RET(readlinkat(dirfd, name, buf, len));
+}
+
+static ssize_t os_fgetxattr(int fd, const char *name, void *val, size_t len)
+{
+	RET(fgetxattr(fd, name, val, len));
+}
+
+static int os_fsetxattr(int fd, const char *name, const void *val, size_t len,
+			int flags)
+{
+	RET(fsetxattr(fd, name, val, len, flags));
+}
+
+static int os_fremovexattr(int fd, const char *name)
+{
+	RET(fremovexattr(fd, name));
+}
+
+static ssize_t os_flistxattr(int fd, char *list, size_t len)
+{
+	RET(flistxattr(fd, list, len));
+}
+
+static int os_ficlonerange(int dstfd, int srcfd, uint64_t srcoff, uint64_t len,
+			   uint64_t dstoff)
+{
+	struct file_clone_range r = {
+		.src_fd = srcfd,
+		.src_offset = srcoff,
+		.src_length = len,
+		.dest_offset = dstoff,
+	};
+	RET(ioctl(dstfd, FICLONERANGE, &r));
+}
+
+static ssize_t os_copy_file_range(int srcfd, off_t *srcoff, int dstfd,
+				  off_t *dstoff, size_t len)
+{
+	RET(copy_file_range(srcfd, srcoff, dstfd, dstoff, len, 0));
+}
+
+static int os_flock(int fd, int op) { RET(flock(fd, op)); }
+
+static ssize_t os_getdents(int fd, void *buf, size_t len)
+{
+	RET(syscall(SYS_getdents64, fd, buf, len));
+}
+
+static int os_dup(int fd) { RET(fcntl(fd, F_DUPFD_CLOEXEC, 0)); }
+
+const struct fstx_os fstx_os_libc = {
+	.openat2 = os_openat2,
+	.close = os_close,
+	.pread = os_pread,
+	.pwrite = os_pwrite,
+	.fsync = os_fsync,
+	.fdatasync = os_fdatasync,
+	.syncfs = os_syncfs,
+	.ftruncate = os_ftruncate,
+	.fstat = os_fstat,
+	.fstatat = os_fstatat,
+	.fstatvfs = os_fstatvfs,
+	.fstatfs = os_fstatfs,
+	.renameat2 = os_renameat2,
+	.unlinkat = os_unlinkat,
+	.mkdirat = os_mkdirat,
+	.symlinkat = os_symlinkat,
+	.linkat = os_linkat,
+	.readlinkat = os_readlinkat,
+	.fgetxattr = os_fgetxattr,
+	.fsetxattr = os_fsetxattr,
+	.fremovexattr = os_fremovexattr,
+	.flistxattr = os_flistxattr,
+	.ficlonerange = os_ficlonerange,
+	.copy_file_range = os_copy_file_range,
+	.flock = os_flock,
+	.getdents = os_getdents,
+	.dup = os_dup,
+};
+
+struct fstx_os fstx_os = fstx_os_libc;

@@ -1,0 +1,62 @@
+/*
+ * os.h - the one table of OS calls.
+ *
+ * Every call fstx makes to the kernel for files and directories goes through
+ * fstx_os (only os.c calls libc for them), so a test can wrap the table to
+ * count calls, kill the process before call k, fail call k with EIO or
+ * ENOSPC, or record writes for power-loss simulation.  Every entry returns
+ * a non-negative value on success and -errno on failure.
+ */
+#ifndef FSTX_OS_H
+#define FSTX_OS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/vfs.h>
+
+struct fstx_os {
+	/* resolve: RESOLVE_* bits for openat2(2) */
+	int (*openat2)(int dirfd, const char *path, int flags, mode_t mode,
+		       uint64_t resolve);
+	int (*close)(int fd);
+	ssize_t (*pread)(int fd, void *buf, size_t len, off_t off);
+	ssize_t (*pwrite)(int fd, const void *buf, size_t len, off_t off);
+	int (*fsync)(int fd);
+	int (*fdatasync)(int fd);
+	int (*syncfs)(int fd);
+	int (*ftruncate)(int fd, off_t len);
+	int (*fstat)(int fd, struct stat *st);
+	int (*fstatat)(int dirfd, const char *name, struct stat *st, int flags);
+	int (*fstatvfs)(int fd, struct statvfs *st);
+	int (*fstatfs)(int fd, struct statfs *st);
+	int (*renameat2)(int olddirfd, const char *oldname, int newdirfd,
+			 const char *newname, unsigned int flags);
+	int (*unlinkat)(int dirfd, const char *name, int flags);
+	int (*mkdirat)(int dirfd, const char *name, mode_t mode);
+	int (*symlinkat)(const char *target, int dirfd, const char *name);
+	int (*linkat)(int olddirfd, const char *oldname, int newdirfd,
+		      const char *newname, int flags);
+	ssize_t (*readlinkat)(int dirfd, const char *name, char *buf, size_t len);
+	ssize_t (*fgetxattr)(int fd, const char *name, void *val, size_t len);
+	int (*fsetxattr)(int fd, const char *name, const void *val, size_t len,
+			 int flags);
+	int (*fremovexattr)(int fd, const char *name);
+	ssize_t (*flistxattr)(int fd, char *list, size_t len);
+	int (*ficlonerange)(int dstfd, int srcfd, uint64_t srcoff, uint64_t len,
+			    uint64_t dstoff);
+	ssize_t (*copy_file_range)(int srcfd, off_t *srcoff, int dstfd,
+				   off_t *dstoff, size_t len);
+	int (*flock)(int fd, int op);
+	ssize_t (*getdents)(int fd, void *buf, size_t len);
+	int (*dup)(int fd);
+};
+
+/* The live table; tests may replace entries (see test/faultos.c). */
+extern struct fstx_os fstx_os;
+/* The libc-backed defaults, for wrappers to call through. */
+extern const struct fstx_os fstx_os_libc;
+
+#endif

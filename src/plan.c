@@ -1,0 +1,909 @@
+/*
+ * plan.c - plan a whole transaction before anything changes.
+ *
+ * The planner walks the op vector against an overlay of the initial tree:
+ * each path the transaction creates, removes or renames gets an entry that
+ * says what now lives there (absent, an object of the initial tree, or a
+ * new object).  Paths without an entry are looked up in the initial tree,
+ * through the nearest renamed ancestor.  From this it derives
+ *   - the canonical path of every op (symlinks resolved beneath the domain,
+ *     so the executor never follows one and a swapped-in link is refused),
+ *   - the result of every name op that cannot succeed (ENOENT, EEXIST, ...)
+ *     which the executor reports without making the call,
+ *   - the exact list of name steps (journal.c rule 4) of those that can,
+ *   - the before-images to save: data ranges, sizes and xattrs of every
+ *     initial object that the ops may change.
+ * All of it goes into the journal before the first change (rule 2).
+ */
+#define _GNU_SOURCE
+#include "plan.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#define MAX_HOPS 40
+
+static void node_free(struct node *n)
+{
+	free(n->ipath);
+	free(n->target);
+	n->ipath = n->target = NULL;
+}
+
+static int node_dup(struct node *dst, const struct node *src)
+{
+	*dst = *src;
+	dst->ipath = src->ipath ? strdup(src->ipath) : NULL;
+	dst->target = src->target ? strdup(src->target) : NULL;
+	if ((src->ipath && !dst->ipath) || (src->target && !dst->target)) {
+		node_free(dst);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t size)
+{
+	size_t n = *cap ? *cap : 16;
+	void *np;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	np = realloc(*p, n * size);
+	if (!np)
+		return -ENOMEM;
+	*p = np;
+	*cap = n;
+	return 0;
+}
+
+static char *join(const char *a, const char *b)
+{
+	char *s;
+
+	if (!*a)
+		return strdup(b);
+	if (asprintf(&s, "%s/%s", a, b) < 0)
+		return NULL;
+	return s;
+}
+
+/* Is p equal to or beneath dir? */
+static int under(const char *p, const char *dir, int or_equal)
+{
+	size_t n = strlen(dir);
+
+	if (!*dir)
+		return *p || or_equal;
+	if (strncmp(p, dir, n))
+		return 0;
+	return p[n] == '/' || (or_equal && !p[n]);
+}
+
+/* ---- the initial tree ---------------------------------------------- */
+
+static int real_lookup(struct plan *P, const char *ip, struct node *out)
+{
+	struct stat st;
+	int r = fx_lstat(P->d, ip, &st);
+
+	memset(out, 0, sizeof(*out));
+	if (r == -ENOENT || r == -ENOTDIR)
+		return 0; /* N_ABSENT */
+	if (r < 0)
+		return r;
+	out->state = N_INIT;
+	out->ino = (uint64_t)st.st_ino;
+	out->size = (uint64_t)st.st_size;
+	out->kind = S_ISREG(st.st_mode) ? K_FILE : S_ISDIR(st.st_mode) ? K_DIR
+		  : S_ISLNK(st.st_mode) ? K_LINK : K_OTHER;
+	out->ipath = strdup(ip);
+	if (!out->ipath)
+		return -ENOMEM;
+	if (out->kind == K_LINK) {
+		char buf[PATH_MAX];
+		const char *name;
+		int dfd = fx_parent(P->d, ip, &name);
+		ssize_t n;
+
+		if (dfd < 0)
+			return dfd;
+		n = fstx_os.readlinkat(dfd, name, buf, sizeof(buf) - 1);
+		fstx_os.close(dfd);
+		if (n < 0)
+			return (int)n;
+		buf[n] = 0;
+		out->target = strdup(buf);
+		if (!out->target)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* ---- the overlay ----------------------------------------------------- */
+
+static struct ent *find(struct plan *P, const char *p, size_t len)
+{
+	for (size_t i = P->nents; i-- > 0;)
+		if (!strncmp(P->ents[i].path, p, len) && !P->ents[i].path[len])
+			return &P->ents[i];
+	return NULL;
+}
+
+/* What lives at canonical path p now (caller frees with node_free). */
+static int lookup(struct plan *P, const char *p, struct node *out)
+{
+	struct ent *e = find(P, p, strlen(p));
+	char *ip;
+	int r;
+
+	if (e)
+		return node_dup(out, &e->n);
+	for (size_t len = strlen(p); len-- > 0;) {
+		if (p[len] != '/')
+			continue;
+		e = find(P, p, len);
+		if (!e)
+			continue;
+		memset(out, 0, sizeof(*out));
+		if (e->n.state != N_INIT || e->n.kind != K_DIR)
+			return 0; /* beneath a new or absent dir: only entries exist */
+		if (asprintf(&ip, "%s%s", e->n.ipath, p + len) < 0)
+			return -ENOMEM;
+		r = real_lookup(P, ip, out);
+		free(ip);
+		return r;
+	}
+	return real_lookup(P, p, out);
+}
+
+/* Record that p now names n (takes over n's strings). */
+static int set_ent(struct plan *P, const char *p, struct node *n)
+{
+	struct ent *e = find(P, p, strlen(p));
+	int r;
+
+	if (e) {
+		node_free(&e->n);
+		e->n = *n;
+		return 0;
+	}
+	r = grow((void **)&P->ents, &P->cents, P->nents + 1, sizeof(*P->ents));
+	if (r < 0)
+		return r;
+	e = &P->ents[P->nents];
+	e->path = strdup(p);
+	if (!e->path)
+		return -ENOMEM;
+	e->n = *n;
+	P->nents++;
+	return 0;
+}
+
+static int set_absent(struct plan *P, const char *p)
+{
+	struct node n = { 0 };
+
+	return set_ent(P, p, &n);
+}
+
+static void drop_under(struct plan *P, const char *dir)
+{
+	size_t j = 0;
+
+	for (size_t i = 0; i < P->nents; i++) {
+		if (under(P->ents[i].path, dir, 0)) {
+			free(P->ents[i].path);
+			node_free(&P->ents[i].n);
+		} else {
+			P->ents[j++] = P->ents[i];
+		}
+	}
+	P->nents = j;
+}
+
+/* Entries beneath from/ now live beneath to/. */
+static int move_under(struct plan *P, const char *from, const char *to)
+{
+	size_t fl = strlen(from);
+
+	for (size_t i = 0; i < P->nents; i++) {
+		char *np;
+
+		if (!under(P->ents[i].path, from, 0))
+			continue;
+		if (asprintf(&np, "%s%s", to, P->ents[i].path + fl) < 0)
+			return -ENOMEM;
+		free(P->ents[i].path);
+		P->ents[i].path = np;
+	}
+	return 0;
+}
+
+static int dir_empty(struct plan *P, const char *p, const struct node *n)
+{
+	char buf[4096];
+	ssize_t got;
+	int fd, r = 1;
+
+	for (size_t i = 0; i < P->nents; i++)
+		if (P->ents[i].n.state != N_ABSENT && under(P->ents[i].path, p, 0))
+			return 0;
+	if (n->state != N_INIT)
+		return 1;
+	fd = fx_open(P->d, n->ipath, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0)
+		return fd;
+	while (r == 1 && (got = fstx_os.getdents(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t off = 0; off < got && r == 1;) {
+			struct { uint64_t ino; int64_t off; unsigned short reclen;
+				 unsigned char type; char name[]; } *de = (void *)(buf + off);
+			struct node c;
+			char *cp;
+
+			off += de->reclen;
+			if (!strcmp(de->name, ".") || !strcmp(de->name, ".."))
+				continue;
+			cp = join(p, de->name);
+			if (!cp) {
+				r = -ENOMEM;
+				break;
+			}
+			r = lookup(P, cp, &c);
+			free(cp);
+			if (r == 0)
+				r = c.state == N_ABSENT;
+			node_free(&c);
+		}
+	}
+	if (got < 0 && r == 1)
+		r = (int)got;
+	fstx_os.close(fd);
+	return r;
+}
+
+/* ---- canonical paths --------------------------------------------------- */
+
+/*
+ * Resolve path beneath the domain as the kernel would, using the overlay:
+ * "." and ".." are folded, symlinks expanded (the last component only if
+ * follow).  Absolute paths and escapes give -EXDEV, .fstx -EPERM.
+ */
+static int canon(struct plan *P, const char *path, int follow, char **out)
+{
+	char *work = NULL, *cur = NULL, *next;
+	int hops = 0, r;
+
+	*out = NULL;
+	if (!*path)
+		return -ENOENT;
+	if (path[0] == '/')
+		return -EXDEV;
+	if (strnlen(path, PATH_MAX) >= PATH_MAX)
+		return -ENAMETOOLONG;
+	work = strdup(path);
+	cur = strdup("");
+	if (!work || !cur) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	for (char *w = work; w;) {
+		char *c = w, *cand;
+		struct node n;
+		int last;
+
+		next = strchr(w, '/');
+		if (next)
+			*next++ = 0;
+		while (next && *next == '/')
+			next++;
+		last = !next || !*next;
+		w = last ? NULL : next;
+		if (!*c || !strcmp(c, "."))
+			continue;
+		if (!strcmp(c, "..")) {
+			char *s = strrchr(cur, '/');
+
+			if (!*cur) {
+				r = -EXDEV;
+				goto fail;
+			}
+			if (s)
+				*s = 0;
+			else
+				*cur = 0;
+			continue;
+		}
+		if (strlen(c) > NAME_MAX) {
+			r = -ENAMETOOLONG;
+			goto fail;
+		}
+		cand = join(cur, c);
+		if (!cand) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		if (!*cur && !strcmp(c, FX_META)) {
+			free(cand);
+			r = -EPERM;
+			goto fail;
+		}
+		if (last && !follow) {
+			free(cur);
+			cur = cand;
+			break;
+		}
+		r = lookup(P, cand, &n);
+		if (r < 0) {
+			free(cand);
+			goto fail;
+		}
+		if (n.kind == K_LINK) {
+			char *nw;
+
+			free(cand);
+			if (++hops > MAX_HOPS || n.target[0] == '/' || !n.target[0]) {
+				r = hops > MAX_HOPS ? -ELOOP : n.target[0] ? -EXDEV : -ENOENT;
+				node_free(&n);
+				goto fail;
+			}
+			if (asprintf(&nw, "%s%s%s", n.target, w ? "/" : "",
+				     w ? w : "") < 0) {
+				node_free(&n);
+				r = -ENOMEM;
+				goto fail;
+			}
+			node_free(&n);
+			free(work);
+			work = nw;
+			w = work;
+			continue;
+		}
+		if (!last && n.state == N_ABSENT)
+			r = -ENOENT;
+		else if (!last && n.kind != K_DIR)
+			r = -ENOTDIR;
+		else
+			r = 0;
+		node_free(&n);
+		free(cur);
+		cur = cand;
+		if (r < 0)
+			goto fail;
+	}
+	if (strlen(cur) >= PATH_MAX) {
+		r = -ENAMETOOLONG;
+		goto fail;
+	}
+	free(work);
+	*out = cur;
+	return 0;
+fail:
+	free(work);
+	free(cur);
+	return r;
+}
+
+/* ---- steps and captures ---------------------------------------------- */
+
+static int add_step(struct plan *P, size_t op, uint32_t kind, uint32_t mode,
+		    const char *src, const char *dst, const char *aux)
+{
+	struct fx_step *s;
+	int r = grow((void **)&P->steps, &P->csteps, P->nsteps + 1,
+		     sizeof(*P->steps));
+
+	if (r < 0)
+		return r;
+	s = &P->steps[P->nsteps];
+	*s = (struct fx_step){ .kind = kind, .mode = mode, .op = (uint32_t)op };
+	s->src = src ? strdup(src) : NULL;
+	s->dst = strdup(dst);
+	s->aux = aux ? strdup(aux) : NULL;
+	if ((src && !s->src) || !s->dst || (aux && !s->aux)) {
+		free(s->src);
+		free(s->dst);
+		free(s->aux);
+		return -ENOMEM;
+	}
+	P->nsteps++;
+	if (kind != FX_ST_MOVE && kind != FX_ST_LINK)
+		P->est_inodes++;
+	return 0;
+}
+
+static void scratch(char *buf, size_t n, const char *area, size_t op)
+{
+	snprintf(buf, n, "%s/%zu", area, op);
+}
+
+/* The capture of initial object n, created on first use. */
+static int cap_of(struct plan *P, const struct node *n)
+{
+	struct fx_capture *c;
+	int r;
+
+	for (size_t i = 0; i < P->ncaps; i++)
+		if (P->caps[i].ino == n->ino)
+			return (int)i;
+	r = grow((void **)&P->caps, &P->ccaps, P->ncaps + 1, sizeof(*P->caps));
+	if (r < 0)
+		return r;
+	c = &P->caps[P->ncaps];
+	memset(c, 0, sizeof(*c));
+	c->ipath = strdup(n->ipath);
+	if (!c->ipath)
+		return -ENOMEM;
+	c->ino = n->ino;
+	c->is_file = n->kind == K_FILE;
+	c->size = c->min_size = n->size;
+	return (int)P->ncaps++;
+}
+
+/* Save [off, off+len) of the initial data (len UINT64_MAX: to the end). */
+static int cap_range(struct plan *P, int ci, uint64_t off, uint64_t len)
+{
+	struct fx_capture *c = &P->caps[ci];
+	uint64_t end = len > c->size - (off < c->size ? off : c->size)
+			       ? c->size : off + len;
+	size_t i, j;
+	int r;
+
+	c->want_size = 1;
+	if (off >= c->size || end <= off)
+		return 0;
+	/* Keep ranges sorted and disjoint: merge every one that touches. */
+	for (i = 0; i < c->nranges && c->ranges[i].off + c->ranges[i].len < off; i++)
+		;
+	for (j = i; j < c->nranges && c->ranges[j].off <= end; j++) {
+		uint64_t e = c->ranges[j].off + c->ranges[j].len;
+
+		if (c->ranges[j].off < off)
+			off = c->ranges[j].off;
+		if (e > end)
+			end = e;
+	}
+	if (j == i) {
+		r = grow((void **)&c->ranges, &c->cranges, c->nranges + 1,
+			 sizeof(*c->ranges));
+		if (r < 0)
+			return r;
+		memmove(&c->ranges[i + 1], &c->ranges[i],
+			(c->nranges - i) * sizeof(*c->ranges));
+		c->nranges++;
+	} else if (j > i + 1) {
+		memmove(&c->ranges[i + 1], &c->ranges[j],
+			(c->nranges - j) * sizeof(*c->ranges));
+		c->nranges -= j - i - 1;
+	}
+	c->ranges[i] = (struct fx_range){ off, end - off };
+	return 0;
+}
+
+static int cap_xattr(struct plan *P, int ci, const char *name)
+{
+	struct fx_capture *c = &P->caps[ci];
+	int r;
+
+	for (size_t i = 0; i < c->nxnames; i++)
+		if (!strcmp(c->xnames[i], name))
+			return 0;
+	r = grow((void **)&c->xnames, &c->cxnames, c->nxnames + 1,
+		 sizeof(*c->xnames));
+	if (r < 0)
+		return r;
+	c->xnames[c->nxnames] = strdup(name);
+	if (!c->xnames[c->nxnames])
+		return -ENOMEM;
+	c->nxnames++;
+	return 0;
+}
+
+/* ---- per-op planning --------------------------------------------------- */
+
+#define ARGP(op, i) ((const char *)(intptr_t)(op)->args[i])
+
+/* Resolve the op's path and look it up.  <0: the op's predicted result. */
+static int resolve(struct plan *P, struct pop *po, const char *path,
+		   int follow, struct node *n, int second)
+{
+	char **out = second ? &po->cpath2 : &po->cpath;
+	int r = canon(P, path, follow, out);
+
+	memset(n, 0, sizeof(*n));
+	return r < 0 ? r : lookup(P, *out, n);
+}
+
+/* Make p a new object of kind made in staging by step kind. */
+static int plan_create(struct plan *P, size_t i, const char *p, int kind,
+		       uint32_t stkind, uint32_t mode, const char *src,
+		       const char *aux)
+{
+	struct node n = { .state = N_NEW, .kind = kind, .newid = ++P->newid };
+	char tmp[64];
+	int r;
+
+	scratch(tmp, sizeof(tmp), FX_NEW, i);
+	if ((r = add_step(P, i, stkind, mode, src, tmp, aux)) < 0 ||
+	    (r = add_step(P, i, FX_ST_MOVE, 0, tmp, p, NULL)) < 0)
+		return r;
+	if (aux) {
+		n.target = strdup(aux);
+		if (!n.target)
+			return -ENOMEM;
+	}
+	return set_ent(P, p, &n);
+}
+
+static int plan_trash(struct plan *P, size_t i, const char *p)
+{
+	char tmp[64];
+	int r;
+
+	scratch(tmp, sizeof(tmp), FX_TRASH, i);
+	if ((r = add_step(P, i, FX_ST_MOVE, 0, p, tmp, NULL)) < 0)
+		return r;
+	drop_under(P, p);
+	return set_absent(P, p);
+}
+
+static int plan_open(struct plan *P, size_t i, struct pop *po)
+{
+	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+	int flags = (int)op->args[1], acc = flags & O_ACCMODE, r, ci;
+	struct pslot *s = &P->slots[op->args[3]];
+	struct node n;
+
+	s->live = 0;
+	r = resolve(P, po, ARGP(op, 0), !(flags & O_NOFOLLOW), &n, 0);
+	if (r < 0)
+		goto out;
+	if (n.state == N_ABSENT) {
+		r = -ENOENT;
+		if (flags & O_CREAT) {
+			po->create = 1;
+			r = plan_create(P, i, po->cpath, K_FILE, FX_ST_MKFILE,
+					(uint32_t)op->args[2] & 07777, NULL, NULL);
+			*s = (struct pslot){ .live = 1, .kind = K_FILE, .cap = -1,
+					     .append = !!(flags & O_APPEND) };
+		}
+		goto out;
+	}
+	r = -EEXIST;
+	if ((flags & O_CREAT) && (flags & O_EXCL))
+		goto out;
+	r = n.kind == K_LINK ? -ELOOP : n.kind == K_OTHER ? -EPERM : 0;
+	if (!r && n.kind == K_DIR && (acc != O_RDONLY || (flags & (O_TRUNC | O_CREAT))))
+		r = -EISDIR;
+	if (!r && (flags & O_DIRECTORY) && n.kind != K_DIR)
+		r = -ENOTDIR;
+	if (r)
+		goto out;
+	*s = (struct pslot){ .live = 1, .kind = n.kind, .cap = -1,
+			     .append = !!(flags & O_APPEND) };
+	if (n.state == N_INIT) {
+		po->check_ino = 1;
+		po->ino = n.ino;
+		if ((ci = cap_of(P, &n)) < 0) {
+			r = ci;
+			goto out;
+		}
+		s->cap = ci;
+		if ((flags & O_TRUNC) && n.kind == K_FILE) {
+			r = cap_range(P, ci, 0, UINT64_MAX);
+			P->caps[ci].min_size = 0;
+		}
+	}
+out:
+	node_free(&n);
+	return r;
+}
+
+/* Data of the file in slot idx may change in [off, off+len). */
+static int plan_write(struct plan *P, int64_t idx, uint64_t off, uint64_t len)
+{
+	struct pslot *s = &P->slots[idx];
+	struct fx_capture *c;
+
+	P->est_bytes += len == UINT64_MAX ? 0 : len;
+	if (!s->live || s->cap < 0 || s->kind != K_FILE)
+		return 0;
+	c = &P->caps[s->cap];
+	if (s->append) /* lands at the current end, which may be below size */
+		return cap_range(P, s->cap, c->min_size, UINT64_MAX);
+	return cap_range(P, s->cap, off, len);
+}
+
+/* Path ops on data or xattrs: truncate, setxattr, removexattr. */
+static int plan_pathdata(struct plan *P, size_t i, struct pop *po)
+{
+	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+	struct node n;
+	int r = resolve(P, po, ARGP(op, 0), 1, &n, 0), ci;
+
+	if (r < 0)
+		goto out;
+	r = n.state == N_ABSENT ? -ENOENT : n.kind == K_OTHER ? -EPERM : 0;
+	if (!r && op->op == BTRFS_IOC_UT_OP_TRUNCATE && n.kind == K_DIR)
+		r = -EISDIR;
+	if (r || n.state != N_INIT)
+		goto out;
+	if ((ci = cap_of(P, &n)) < 0) {
+		r = ci;
+		goto out;
+	}
+	if (op->op == BTRFS_IOC_UT_OP_TRUNCATE) {
+		struct fx_capture *c = &P->caps[ci];
+		uint64_t size = (uint64_t)op->args[1];
+
+		r = cap_range(P, ci, size, UINT64_MAX);
+		if (size < c->min_size)
+			c->min_size = size;
+	} else {
+		r = cap_xattr(P, ci, ARGP(op, 1));
+	}
+out:
+	node_free(&n);
+	return r;
+}
+
+static int plan_remove(struct plan *P, size_t i, struct pop *po, int dir)
+{
+	struct node n;
+	int r = resolve(P, po, ARGP(&P->ops[i], 0), 0, &n, 0);
+
+	if (r < 0)
+		goto out;
+	if (!*po->cpath)
+		r = dir ? -EBUSY : -EISDIR;
+	else if (n.state == N_ABSENT)
+		r = -ENOENT;
+	else if (dir && n.kind != K_DIR)
+		r = -ENOTDIR;
+	else if (!dir && n.kind == K_DIR)
+		r = -EISDIR;
+	else if (dir && (r = dir_empty(P, po->cpath, &n)) <= 0)
+		r = r < 0 ? r : -ENOTEMPTY;
+	else
+		r = plan_trash(P, i, po->cpath);
+out:
+	node_free(&n);
+	return r;
+}
+
+/* mkdir, symlink, link: a new name that must not exist. */
+static int plan_newname(struct plan *P, size_t i, struct pop *po)
+{
+	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+	int patharg = op->op == BTRFS_IOC_UT_OP_MKDIR ? 0 : 1;
+	struct node n, old = { 0 };
+	int r;
+
+	if (op->op == BTRFS_IOC_UT_OP_LINK) {
+		r = resolve(P, po, ARGP(op, 0), 0, &old, 1);
+		if (r < 0)
+			goto out0;
+		r = old.state == N_ABSENT ? -ENOENT : old.kind == K_DIR ? -EPERM : 0;
+		if (r < 0)
+			goto out0;
+	}
+	r = resolve(P, po, ARGP(op, patharg), 0, &n, 0);
+	if (r < 0)
+		goto out;
+	r = -EEXIST;
+	if (!*po->cpath || n.state != N_ABSENT)
+		goto out;
+	if (op->op == BTRFS_IOC_UT_OP_MKDIR) {
+		r = plan_create(P, i, po->cpath, K_DIR, FX_ST_MKDIR,
+				(uint32_t)op->args[1] & 07777, NULL, NULL);
+	} else if (op->op == FSTX_OP_SYMLINK) {
+		const char *t = ARGP(op, 0);
+
+		r = !*t ? -ENOENT : strlen(t) >= PATH_MAX ? -ENAMETOOLONG
+			: plan_create(P, i, po->cpath, K_LINK, FX_ST_SYMLINK, 0,
+				      NULL, t);
+	} else {
+		char tmp[64];
+
+		scratch(tmp, sizeof(tmp), FX_NEW, i);
+		if ((r = add_step(P, i, FX_ST_LINK, 0, po->cpath2, tmp, NULL)) < 0 ||
+		    (r = add_step(P, i, FX_ST_MOVE, 0, tmp, po->cpath, NULL)) < 0)
+			goto out;
+		r = set_ent(P, po->cpath, &old);
+		memset(&old, 0, sizeof(old));
+	}
+out:
+	node_free(&n);
+out0:
+	node_free(&old);
+	return r;
+}
+
+static int same_object(const struct node *a, const struct node *b)
+{
+	if (a->state != b->state || a->state == N_ABSENT)
+		return 0;
+	return a->state == N_INIT ? a->ino == b->ino : a->newid == b->newid;
+}
+
+/* The overlay after a rename of old to new (new absent or trashed). */
+static int move_node(struct plan *P, const char *old, const char *new,
+		     struct node *n)
+{
+	int r;
+
+	drop_under(P, new);
+	if ((r = move_under(P, old, new)) < 0)
+		return r;
+	if ((r = set_ent(P, new, n)) < 0)
+		return r;
+	memset(n, 0, sizeof(*n));
+	return set_absent(P, old);
+}
+
+static int plan_exchange(struct plan *P, size_t i, const char *a,
+			 const char *b, struct node *na, struct node *nb)
+{
+	char tmp[64];
+	int r;
+
+	scratch(tmp, sizeof(tmp), FX_NEW, i);
+	if ((r = add_step(P, i, FX_ST_MOVE, 0, a, tmp, NULL)) < 0 ||
+	    (r = add_step(P, i, FX_ST_MOVE, 0, b, a, NULL)) < 0 ||
+	    (r = add_step(P, i, FX_ST_MOVE, 0, tmp, b, NULL)) < 0 ||
+	    (r = move_under(P, a, "\x01")) < 0 || (r = move_under(P, b, a)) < 0 ||
+	    (r = move_under(P, "\x01", b)) < 0 || (r = set_ent(P, a, nb)) < 0)
+		return r;
+	memset(nb, 0, sizeof(*nb));
+	r = set_ent(P, b, na);
+	memset(na, 0, sizeof(*na));
+	return r;
+}
+
+static int plan_rename(struct plan *P, size_t i, struct pop *po)
+{
+	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+	unsigned int flags = (unsigned int)op->args[2];
+	struct node no = { 0 }, nn = { 0 };
+	const char *o, *nw;
+	int r;
+
+	/* cpath2 = old, cpath = new (the name the op produces). */
+	if ((r = resolve(P, po, ARGP(op, 0), 0, &no, 1)) < 0 ||
+	    (r = resolve(P, po, ARGP(op, 1), 0, &nn, 0)) < 0)
+		goto out;
+	o = po->cpath2;
+	nw = po->cpath;
+	if (!*o || !*nw)
+		r = -EBUSY;
+	else if (no.state == N_ABSENT)
+		r = -ENOENT;
+	else if (!strcmp(o, nw))
+		r = 0;
+	else if (under(nw, o, 0) || ((flags & RENAME_EXCHANGE) && under(o, nw, 0)))
+		r = -EINVAL;
+	else if (flags & RENAME_EXCHANGE)
+		r = nn.state == N_ABSENT ? -ENOENT
+					 : plan_exchange(P, i, o, nw, &no, &nn);
+	else if (nn.state != N_ABSENT && (flags & RENAME_NOREPLACE))
+		r = -EEXIST;
+	else if (nn.state != N_ABSENT && same_object(&no, &nn))
+		r = 0;
+	else if (nn.state != N_ABSENT && no.kind == K_DIR && nn.kind != K_DIR)
+		r = -ENOTDIR;
+	else if (nn.state != N_ABSENT && no.kind != K_DIR && nn.kind == K_DIR)
+		r = -EISDIR;
+	else if (nn.state != N_ABSENT && nn.kind == K_DIR &&
+		 (r = dir_empty(P, nw, &nn)) <= 0)
+		r = r < 0 ? r : -ENOTEMPTY;
+	else {
+		if (nn.state != N_ABSENT && (r = plan_trash(P, i, nw)) < 0)
+			goto out;
+		r = add_step(P, i, FX_ST_MOVE, 0, o, nw, NULL);
+		if (r == 0)
+			r = move_node(P, o, nw, &no);
+	}
+out:
+	node_free(&no);
+	node_free(&nn);
+	return r;
+}
+
+static int plan_op(struct plan *P, size_t i)
+{
+	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+	struct pop *po = &P->pops[i];
+	int r = 0;
+
+	po->step0 = P->nsteps;
+	switch (op->op) {
+	case BTRFS_IOC_UT_OP_OPEN:
+		r = plan_open(P, i, po);
+		break;
+	case BTRFS_IOC_UT_OP_CLOSE:
+		P->slots[op->args[0]].live = 0;
+		break;
+	case BTRFS_IOC_UT_OP_PWRITE:
+		r = plan_write(P, op->args[0], (uint64_t)op->args[3],
+			       (uint64_t)op->args[2]);
+		break;
+	case BTRFS_IOC_UT_OP_CLONERANGE:
+		r = plan_write(P, op->args[0], (uint64_t)op->args[4],
+			       op->args[3] ? (uint64_t)op->args[3] : UINT64_MAX);
+		break;
+	case BTRFS_IOC_UT_OP_UNLINK:
+	case BTRFS_IOC_UT_OP_RMDIR:
+		r = plan_remove(P, i, po, op->op == BTRFS_IOC_UT_OP_RMDIR);
+		break;
+	case BTRFS_IOC_UT_OP_LINK:
+	case BTRFS_IOC_UT_OP_MKDIR:
+	case FSTX_OP_SYMLINK:
+		r = plan_newname(P, i, po);
+		break;
+	case BTRFS_IOC_UT_OP_TRUNCATE:
+	case BTRFS_IOC_UT_OP_SETXATTR:
+	case BTRFS_IOC_UT_OP_REMOVEXATTR:
+		r = plan_pathdata(P, i, po);
+		break;
+	case FSTX_OP_RENAME:
+		r = plan_rename(P, i, po);
+		break;
+	}
+	po->nsteps = P->nsteps - po->step0;
+	if (r == -ENOMEM)
+		return r;
+	po->pred = r < 0 ? r : 0;
+	return 0;
+}
+
+int fx_plan_build(struct plan *P)
+{
+	int r;
+
+	P->pops = calloc(P->nops ? P->nops : 1, sizeof(*P->pops));
+	P->slots = calloc(FSTX_MAX_FDS, sizeof(*P->slots));
+	if (!P->pops || !P->slots)
+		return -ENOMEM;
+	for (size_t i = 0; i < P->nops; i++)
+		if ((r = plan_op(P, i)) < 0)
+			return r;
+	return 0;
+}
+
+void fx_plan_free(struct plan *P)
+{
+	for (size_t i = 0; i < P->nents; i++) {
+		free(P->ents[i].path);
+		node_free(&P->ents[i].n);
+	}
+	for (size_t i = 0; i < P->nsteps; i++) {
+		free(P->steps[i].src);
+		free(P->steps[i].dst);
+		free(P->steps[i].aux);
+	}
+	for (size_t i = 0; i < P->ncaps; i++) {
+		free(P->caps[i].ipath);
+		free(P->caps[i].ranges);
+		for (size_t x = 0; x < P->caps[i].nxnames; x++)
+			free(P->caps[i].xnames[x]);
+		free(P->caps[i].xnames);
+	}
+	if (P->pops)
+		for (size_t i = 0; i < P->nops; i++) {
+			free(P->pops[i].cpath);
+			free(P->pops[i].cpath2);
+		}
+	free(P->ents);
+	free(P->steps);
+	free(P->caps);
+	free(P->pops);
+	free(P->slots);
+}

@@ -1,0 +1,56 @@
+/* plan.h - the planner's view of a transaction (plan.c), used by trans.c. */
+#ifndef FSTX_PLAN_H
+#define FSTX_PLAN_H
+
+#include "internal.h"
+#include "fstx/btrfs_usertrans.h"
+
+enum { N_ABSENT = 0, N_INIT, N_NEW };
+enum { K_NONE = 0, K_FILE, K_DIR, K_LINK, K_OTHER };
+
+/* What a path names at some point of the transaction. */
+struct node {
+	int state;       /* N_ABSENT, N_INIT (from the initial tree), N_NEW */
+	int kind;        /* K_* */
+	int newid;       /* N_NEW: identity of the created object */
+	char *ipath;     /* N_INIT: path in the initial tree */
+	uint64_t ino;    /* N_INIT */
+	uint64_t size;   /* N_INIT files */
+	char *target;    /* K_LINK */
+};
+
+struct ent { char *path; struct node n; };
+
+/* Per op: what the executor does. */
+struct pop {
+	int pred;          /* <0: predicted result, nothing is executed */
+	char *cpath;       /* canonical first path */
+	char *cpath2;      /* canonical second path (link, rename) */
+	size_t step0, nsteps;
+	int create;        /* open: staged creation (steps: MKFILE, MOVE) */
+	int check_ino;     /* open: the file must have inode ino */
+	uint64_t ino;
+};
+
+struct pslot { int live, kind, cap, append; };
+
+struct plan {
+	struct fstx_domain *d;
+	const struct btrfs_ioctl_usertrans_op *ops;
+	size_t nops;
+	struct ent *ents;
+	size_t nents, cents;
+	struct fx_step *steps;
+	size_t nsteps, csteps;
+	struct fx_capture *caps;
+	size_t ncaps, ccaps;
+	struct pop *pops;
+	struct pslot *slots;
+	int newid;
+	uint64_t est_bytes, est_inodes;
+};
+
+int fx_plan_build(struct plan *P);
+void fx_plan_free(struct plan *P);
+
+#endif

@@ -1,0 +1,495 @@
+/*
+ * trans.c - run one transaction: validate, lock, recover, plan, journal,
+ * execute, then commit or roll back.
+ *
+ *   validate   every op checked up front; -EINVAL, nothing touched
+ *   lock       flock(.fstx/lock); a hot journal is recovered first
+ *   plan       plan.c: canonical paths, name steps, before-images
+ *   preflight  statvfs: journal + data bytes and inodes, else -ENOSPC
+ *   journal    journal.c rule 2, barrier 1
+ *   execute    ops in order; results into ops[i].rval; FAIL_ON checks
+ *   commit     syncfs (barrier 2), truncate journal (barrier 3), empty trash
+ *   rollback   on a failed op: journal.c undo, the same code as recovery
+ */
+#define _GNU_SOURCE
+#include "plan.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#define ARGP(op, i) ((const char *)(intptr_t)(op)->args[i])
+
+#define FAIL_FLAGS                                                          \
+	(BTRFS_IOC_UT_OP_FLAG_FAIL_ON_NE | BTRFS_IOC_UT_OP_FLAG_FAIL_ON_EQ |  \
+	 BTRFS_IOC_UT_OP_FLAG_FAIL_ON_LT | BTRFS_IOC_UT_OP_FLAG_FAIL_ON_GT |  \
+	 BTRFS_IOC_UT_OP_FLAG_FAIL_ON_LTE | BTRFS_IOC_UT_OP_FLAG_FAIL_ON_GTE)
+
+#define OPEN_FLAGS                                                          \
+	(O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND | O_NOFOLLOW |     \
+	 O_DIRECTORY | O_CLOEXEC | O_NONBLOCK | O_NOATIME | O_DSYNC | O_SYNC | \
+	 O_LARGEFILE | O_NOCTTY)
+
+/* ---- validation --------------------------------------------------------- */
+
+static int bad_off_len(int64_t off, int64_t len)
+{
+	return off < 0 || len < 0 || off > INT64_MAX - len;
+}
+
+static int check_fd(const uint8_t *live, uint64_t nfds, int64_t idx)
+{
+	return idx >= 0 && (uint64_t)idx < nfds && live[idx];
+}
+
+static int validate_op(const struct btrfs_ioctl_usertrans_op *op,
+		       uint8_t *live, uint64_t nfds)
+{
+	const __s64 *a = op->args;
+
+	if (op->flags & ~(uint64_t)FAIL_FLAGS)
+		return 0;
+	switch (op->op) {
+	case BTRFS_IOC_UT_OP_OPEN:
+		if (!a[0] || a[3] < 0 || (uint64_t)a[3] >= nfds || live[a[3]] ||
+		    (a[1] & ~(int64_t)OPEN_FLAGS) || (a[1] & O_ACCMODE) == 3 ||
+		    a[2] < 0 || a[2] > 07777)
+			return 0;
+		live[a[3]] = 1;
+		return 1;
+	case BTRFS_IOC_UT_OP_CLOSE:
+		if (!check_fd(live, nfds, a[0]))
+			return 0;
+		live[a[0]] = 0;
+		return 1;
+	case BTRFS_IOC_UT_OP_PWRITE:
+		return check_fd(live, nfds, a[0]) && (a[1] || !a[2]) &&
+		       !bad_off_len(a[3], a[2]);
+	case BTRFS_IOC_UT_OP_UNLINK:
+	case BTRFS_IOC_UT_OP_RMDIR:
+		return a[0] != 0;
+	case BTRFS_IOC_UT_OP_LINK:
+	case FSTX_OP_SYMLINK:
+		return a[0] && a[1];
+	case BTRFS_IOC_UT_OP_MKDIR:
+		return a[0] && a[1] >= 0 && a[1] <= 07777;
+	case BTRFS_IOC_UT_OP_TRUNCATE:
+		return a[0] && a[1] >= 0;
+	case BTRFS_IOC_UT_OP_SETXATTR:
+		return a[0] && a[1] && (a[2] || !a[3]) && a[3] >= 0 &&
+		       a[3] <= FSTX_MAX_XATTR &&
+		       (a[4] == 0 || a[4] == XATTR_CREATE || a[4] == XATTR_REPLACE);
+	case BTRFS_IOC_UT_OP_REMOVEXATTR:
+		return a[0] && a[1];
+	case BTRFS_IOC_UT_OP_CLONERANGE:
+		return check_fd(live, nfds, a[0]) && check_fd(live, nfds, a[1]) &&
+		       !bad_off_len(a[2], a[3]) && !bad_off_len(a[4], a[3]);
+	case FSTX_OP_RENAME:
+		return a[0] && a[1] &&
+		       (a[2] == 0 || a[2] == RENAME_NOREPLACE ||
+			a[2] == RENAME_EXCHANGE);
+	default:
+		return 0;
+	}
+}
+
+int fx_validate(const struct btrfs_ioctl_usertrans *ut, uint64_t *bad)
+{
+	const struct btrfs_ioctl_usertrans_op *ops = (const void *)(intptr_t)ut->ops_ptr;
+	uint8_t *live;
+
+	*bad = 0;
+	if (ut->num_ops > FSTX_MAX_OPS || ut->num_fds > FSTX_MAX_FDS ||
+	    (ut->num_ops && !ops) ||
+	    (ut->flags & ~(uint64_t)(BTRFS_IOC_UT_FLAG_WEDGEONFAIL | FSTX_UT_STRICT)))
+		return -EINVAL;
+	live = calloc(ut->num_fds ? ut->num_fds : 1, 1);
+	if (!live)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < ut->num_ops; i++) {
+		if (!validate_op(&ops[i], live, ut->num_fds)) {
+			*bad = i;
+			free(live);
+			return -EINVAL;
+		}
+	}
+	free(live);
+	return 0;
+}
+
+/* ---- execution ---------------------------------------------------------- */
+
+struct exec {
+	struct fstx_domain *d;
+	struct plan *P;
+	int *fds;
+	int diverged; /* a planned name step failed: the plan no longer holds */
+};
+
+static int do_step(struct exec *X, const struct fx_step *s)
+{
+	const char *name, *sname;
+	int dfd, sfd, r;
+
+	if (s->kind == FX_ST_MOVE)
+		return fx_move(X->d, s->src, s->dst);
+	dfd = fx_parent(X->d, s->dst, &name);
+	if (dfd < 0)
+		return dfd;
+	switch (s->kind) {
+	case FX_ST_MKDIR:
+		r = fstx_os.mkdirat(dfd, name, s->mode);
+		break;
+	case FX_ST_SYMLINK:
+		r = fstx_os.symlinkat(s->aux, dfd, name);
+		break;
+	case FX_ST_LINK:
+		sfd = fx_parent(X->d, s->src, &sname);
+		r = sfd;
+		if (sfd >= 0) {
+			r = fstx_os.linkat(sfd, sname, dfd, name, 0);
+			fstx_os.close(sfd);
+		}
+		break;
+	default:
+		r = -EINVAL; /* MKFILE is made by exec_open */
+	}
+	fstx_os.close(dfd);
+	return r;
+}
+
+static int run_steps(struct exec *X, const struct pop *po, size_t from)
+{
+	for (size_t k = po->step0 + from; k < po->step0 + po->nsteps; k++) {
+		int r = do_step(X, &X->P->steps[k]);
+
+		if (r < 0) {
+			X->diverged = 1;
+			return r;
+		}
+	}
+	return 0;
+}
+
+static int exec_open(struct exec *X, const struct btrfs_ioctl_usertrans_op *op,
+		     const struct pop *po)
+{
+	int flags = (int)op->args[1], fd, r;
+	struct stat st;
+
+	if (po->create) {
+		const struct fx_step *mk = &X->P->steps[po->step0];
+
+		flags = (flags & ~(O_TRUNC | O_NOFOLLOW)) | O_CREAT | O_EXCL;
+		fd = fx_open(X->d, mk->dst, flags, mk->mode);
+		if (fd < 0) {
+			X->diverged = 1;
+			return fd;
+		}
+		r = run_steps(X, po, 1);
+	} else {
+		fd = fx_open(X->d, po->cpath, flags & ~(O_CREAT | O_EXCL), 0);
+		if (fd < 0)
+			return fd;
+		r = 0;
+		if (po->check_ino) {
+			r = fstx_os.fstat(fd, &st);
+			if (r == 0 && (uint64_t)st.st_ino != po->ino) {
+				X->diverged = 1; /* changed behind our back */
+				r = -ESTALE;
+			}
+		}
+	}
+	if (r < 0) {
+		fstx_os.close(fd);
+		return r;
+	}
+	X->fds[op->args[3]] = fd;
+	return (int)op->args[3];
+}
+
+static int with_path_fd(struct exec *X, const struct btrfs_ioctl_usertrans_op *op,
+			const struct pop *po)
+{
+	int wr = op->op == BTRFS_IOC_UT_OP_TRUNCATE;
+	int fd = fx_open(X->d, po->cpath, (wr ? O_WRONLY : O_RDONLY) | O_NONBLOCK, 0);
+	int r;
+
+	if (fd < 0)
+		return fd;
+	if (wr)
+		r = fstx_os.ftruncate(fd, (off_t)op->args[1]);
+	else if (op->op == BTRFS_IOC_UT_OP_SETXATTR)
+		r = fstx_os.fsetxattr(fd, ARGP(op, 1), ARGP(op, 2),
+				      (size_t)op->args[3], (int)op->args[4]);
+	else
+		r = fstx_os.fremovexattr(fd, ARGP(op, 1));
+	fstx_os.close(fd);
+	return r;
+}
+
+/* FICLONERANGE, else copy_file_range, else read/write: same bytes. */
+static int64_t clone_range(int dst, int src, uint64_t soff, uint64_t len,
+			   uint64_t doff)
+{
+	struct stat st;
+	char buf[65536];
+	int r = fstx_os.ficlonerange(dst, src, soff, len, doff);
+
+	if (r == 0 || (r != -EOPNOTSUPP && r != -EXDEV && r != -EINVAL &&
+		       r != -ENOTTY && r != -ETXTBSY && r != -ENOSYS))
+		return r;
+	if (!len) {
+		if ((r = fstx_os.fstat(src, &st)) < 0)
+			return r;
+		len = (uint64_t)st.st_size > soff ? (uint64_t)st.st_size - soff : 0;
+	}
+	while (len) {
+		off_t so = (off_t)soff, dof = (off_t)doff;
+		size_t want = len > sizeof(buf) ? sizeof(buf) : (size_t)len;
+		ssize_t n = fstx_os.copy_file_range(src, &so, dst, &dof, want);
+
+		if (n < 0 && n != -EXDEV && n != -EOPNOTSUPP && n != -EINVAL &&
+		    n != -ENOSYS)
+			return n;
+		if (n < 0) {
+			n = fstx_os.pread(src, buf, want, (off_t)soff);
+			if (n > 0) {
+				ssize_t w = fstx_os.pwrite(dst, buf, (size_t)n, (off_t)doff);
+
+				if (w < 0)
+					return w;
+				n = w;
+			}
+		}
+		if (n < 0)
+			return n;
+		if (n == 0)
+			break; /* source ended */
+		soff += (uint64_t)n;
+		doff += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+	return 0;
+}
+
+static int fdof(struct exec *X, int64_t idx)
+{
+	return X->fds[idx] >= 0 ? X->fds[idx] : -EBADF;
+}
+
+static int64_t exec_op(struct exec *X, size_t i)
+{
+	const struct btrfs_ioctl_usertrans_op *op = &X->P->ops[i];
+	const struct pop *po = &X->P->pops[i];
+	int fd, fd2, r;
+
+	if (po->pred < 0)
+		return po->pred;
+	switch (op->op) {
+	case BTRFS_IOC_UT_OP_OPEN:
+		return exec_open(X, op, po);
+	case BTRFS_IOC_UT_OP_CLOSE:
+		if ((fd = fdof(X, op->args[0])) < 0)
+			return fd;
+		X->fds[op->args[0]] = -1;
+		return fstx_os.close(fd);
+	case BTRFS_IOC_UT_OP_PWRITE:
+		if ((fd = fdof(X, op->args[0])) < 0)
+			return fd;
+		return fstx_os.pwrite(fd, ARGP(op, 1), (size_t)op->args[2],
+				      (off_t)op->args[3]);
+	case BTRFS_IOC_UT_OP_CLONERANGE:
+		if ((fd = fdof(X, op->args[0])) < 0 || (fd2 = fdof(X, op->args[1])) < 0)
+			return -EBADF;
+		return clone_range(fd, fd2, (uint64_t)op->args[2],
+				   (uint64_t)op->args[3], (uint64_t)op->args[4]);
+	case BTRFS_IOC_UT_OP_TRUNCATE:
+	case BTRFS_IOC_UT_OP_SETXATTR:
+	case BTRFS_IOC_UT_OP_REMOVEXATTR:
+		return with_path_fd(X, op, po);
+	default: /* name ops: exactly the planned steps */
+		r = run_steps(X, po, 0);
+		return r;
+	}
+}
+
+/* The seed's conditions, evaluated against the value read before the op. */
+static int seed_fails(uint64_t flags, int64_t ret, int64_t want)
+{
+	return ((flags & BTRFS_IOC_UT_OP_FLAG_FAIL_ON_NE) && ret != want) ||
+	       ((flags & BTRFS_IOC_UT_OP_FLAG_FAIL_ON_EQ) && ret == want) ||
+	       ((flags & BTRFS_IOC_UT_OP_FLAG_FAIL_ON_LT) && ret < want) ||
+	       ((flags & BTRFS_IOC_UT_OP_FLAG_FAIL_ON_GT) && ret > want) ||
+	       ((flags & BTRFS_IOC_UT_OP_FLAG_FAIL_ON_LTE) && ret <= want) ||
+	       ((flags & BTRFS_IOC_UT_OP_FLAG_FAIL_ON_GTE) && ret >= want);
+}
+
+static int op_fails(const struct btrfs_ioctl_usertrans_op *op, uint64_t utflags,
+		    int64_t ret, int64_t want)
+{
+	if (seed_fails(op->flags, ret, want))
+		return 1;
+	if (!(utflags & FSTX_UT_STRICT))
+		return 0;
+	return ret < 0 || (op->op == BTRFS_IOC_UT_OP_PWRITE && ret < op->args[2]);
+}
+
+static int preflight(struct fstx_domain *d, const struct btrfs_ioctl_usertrans *ut,
+		     const struct plan *P)
+{
+	struct statvfs sv;
+	uint64_t bytes, inodes;
+	int r = fstx_os.fstatvfs(d->root, &sv);
+
+	if (r < 0)
+		return r;
+	bytes = fx_journal_size(P->steps, P->nsteps, P->caps, P->ncaps) +
+		(ut->data_bytes ? ut->data_bytes : P->est_bytes);
+	inodes = ut->metadata_ops ? ut->metadata_ops : P->est_inodes;
+	if ((uint64_t)sv.f_bavail * sv.f_frsize < bytes)
+		return -ENOSPC;
+	if (sv.f_files && (uint64_t)sv.f_favail < inodes)
+		return -ENOSPC;
+	return 0;
+}
+
+static int wants_undo(const struct plan *P)
+{
+	for (size_t i = 0; i < P->ncaps; i++)
+		if (P->caps[i].want_size || P->caps[i].nranges || P->caps[i].nxnames)
+			return 1;
+	return 0;
+}
+
+/* Rollback after op failure or a failed barrier; wedge if asked. */
+static int rollback(struct fstx_domain *d, const struct btrfs_ioctl_usertrans *ut)
+{
+	int r = fx_recover_locked(d);
+
+	if (r < 0 && (ut->flags & BTRFS_IOC_UT_FLAG_WEDGEONFAIL))
+		fx_wedge(d);
+	return r < 0 ? r : 0;
+}
+
+static long execute(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
+		    struct plan *P, int journaled)
+{
+	struct btrfs_ioctl_usertrans_op *ops = (void *)(intptr_t)ut->ops_ptr;
+	struct exec X = { .d = d, .P = P };
+	long ret = 0;
+	size_t i;
+	int r;
+
+	X.fds = malloc((ut->num_fds ? ut->num_fds : 1) * sizeof(int));
+	if (!X.fds)
+		return -ENOMEM;
+	for (uint64_t k = 0; k < ut->num_fds; k++)
+		X.fds[k] = -1;
+	for (i = 0; i < P->nops; i++) {
+		int64_t want = ops[i].rval;
+		int64_t got = exec_op(&X, i);
+
+		ops[i].rval = got;
+		if (X.diverged || op_fails(&ops[i], ut->flags, got, want)) {
+			ret = got < 0 ? got : -ECANCELED;
+			d->failed_op = (long)i;
+			break;
+		}
+	}
+	for (uint64_t k = 0; k < ut->num_fds; k++)
+		if (X.fds[k] >= 0)
+			fstx_os.close(X.fds[k]);
+	free(X.fds);
+	ut->ops_completed = i;
+	if (ret == 0 && journaled) {
+		r = fstx_os.syncfs(d->root); /* barrier 2 */
+		if (r < 0) {
+			d->latched = r;
+			ret = r;
+		}
+	}
+	if (ret < 0) {
+		r = journaled ? rollback(d, ut) : 0;
+		return r < 0 ? r : ret;
+	}
+	if (journaled) {
+		if ((r = fx_journal_commit(d)) < 0) {
+			int rr = rollback(d, ut);
+
+			return rr < 0 ? rr : r;
+		}
+		fx_clean_scratch(d); /* garbage only; the next tx retries */
+	}
+	return 0;
+}
+
+long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
+{
+	struct plan P = { .d = d, .ops = (void *)(intptr_t)ut->ops_ptr,
+			  .nops = ut->num_ops };
+	uint64_t bad;
+	int journaled;
+	long r;
+
+	d->failed_op = -1;
+	r = fx_validate(ut, &bad);
+	if (r < 0) {
+		ut->ops_completed = bad;
+		d->failed_op = (long)bad;
+		return r;
+	}
+	ut->ops_completed = 0;
+	if (d->latched)
+		return d->latched;
+	if ((r = fx_lock(d)) < 0)
+		return r;
+	if ((r = fx_is_wedged(d)) != 0) {
+		r = r > 0 ? -EROFS : r;
+		goto out;
+	}
+	if ((r = fx_recover_locked(d)) < 0)
+		goto out;
+	if ((r = fx_plan_build(&P)) < 0 || (r = preflight(d, ut, &P)) < 0)
+		goto out;
+	journaled = P.nsteps || wants_undo(&P);
+	if (journaled && (r = fx_clean_scratch(d)) < 0)
+		goto out;
+	if (journaled &&
+	    (r = fx_journal_write(d, P.steps, P.nsteps, P.caps, P.ncaps,
+				  P.nops)) < 0) {
+		/* Nothing changed; forget the half-written journal. */
+		fx_journal_commit(d);
+		goto out;
+	}
+	r = execute(d, ut, &P, journaled);
+out:
+	fx_plan_free(&P);
+	fx_unlock(d);
+	return r;
+}
+
+long fstx_usertrans(int dirfd, struct btrfs_ioctl_usertrans *ut)
+{
+	struct fstx_domain d;
+	uint64_t bad;
+	long r;
+
+	if (!ut)
+		return -EINVAL;
+	r = fx_validate(ut, &bad);
+	if (r < 0) {
+		ut->ops_completed = bad;
+		return r;
+	}
+	if ((r = fx_domain_init(&d, dirfd)) < 0)
+		return r;
+	r = fx_usertrans(&d, ut);
+	fx_domain_fini(&d);
+	return r;
+}
