@@ -1,0 +1,366 @@
+/*
+ * cli.c - the fstx command:
+ *
+ *   fstx run DIR [FILE|-] [--json]   apply a transaction file atomically
+ *   fstx recover DIR [--json]        roll back a hot journal, clear a wedge
+ *   fstx status DIR [--json]         journal state and filesystem facts
+ *
+ * Exit: 0 committed / ok; 1 an op failed, rolled back; 2 usage, parse or
+ * validation error (nothing attempted); 3 domain wedged or recovery failed.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "fstx/btrfs_usertrans.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { EX_OK = 0, EX_ROLLED = 1, EX_USAGE = 2, EX_WEDGED = 3 };
+
+static const char usage[] =
+	"usage: fstx run DIR [FILE|-] [--json]\n"
+	"       fstx recover DIR [--json]\n"
+	"       fstx status DIR [--json]\n"
+	"       fstx --help | --version\n"
+	"\n"
+	"Apply a transaction (one op per line, see fstx-tx(5)) to the directory\n"
+	"tree DIR all or nothing: on any failure, kill or power loss DIR is left\n"
+	"exactly as before.  FILE defaults to standard input.\n"
+	"\n"
+	"Ops: open close pwrite unlink link mkdir rmdir truncate setxattr\n"
+	"     removexattr clonerange rename symlink; 'option wedge-on-fail',\n"
+	"     'option reserve BYTES OPS'.  Ops are strict unless marked with\n"
+	"     '!ne N' ... '!ge N' conditions or a leading '-'.\n"
+	"\n"
+	"Exit status: 0 committed, 1 an op failed and the transaction was rolled\n"
+	"back, 2 usage/parse/validation error (nothing attempted), 3 domain\n"
+	"wedged or recovery failed (run 'fstx recover DIR').\n";
+
+static const char *errname(long e)
+{
+	const char *s = e ? strerrorname_np((int)(e < 0 ? -e : e)) : NULL;
+
+	return s ? s : "E?";
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static int read_all(int fd, char **out, size_t *len)
+{
+	size_t cap = 65536, n = 0;
+	char *buf = malloc(cap);
+
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t got;
+
+		if (n == cap) {
+			char *nb = realloc(buf, cap *= 2);
+
+			if (!nb) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+		}
+		got = read(fd, buf + n, cap - n);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			free(buf);
+			return -errno;
+		}
+		if (got == 0)
+			break;
+		n += (size_t)got;
+	}
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+struct outcome {
+	const char *status;
+	long failed;       /* op index or -1 */
+	unsigned line;     /* 0: none */
+	long err;          /* -errno or 0 */
+	const char *msg;   /* parse / usage message */
+};
+
+static void report_json(const struct outcome *o, const struct fx_txt *t,
+			uint64_t completed)
+{
+	printf("{\"status\":\"%s\",\"ops_completed\":%llu,\"failed_op\":", o->status,
+	       (unsigned long long)completed);
+	if (o->failed >= 0)
+		printf("%ld", o->failed);
+	else
+		printf("null");
+	printf(",\"line\":");
+	if (o->line)
+		printf("%u", o->line);
+	else
+		printf("null");
+	printf(",\"errno\":");
+	if (o->err)
+		json_str(stdout, errname(o->err));
+	else
+		printf("null");
+	if (o->msg) {
+		printf(",\"message\":");
+		json_str(stdout, o->msg);
+	}
+	printf(",\"results\":[");
+	for (size_t i = 0; t && o->msg == NULL && i < t->nops; i++)
+		printf("%s%lld", i ? "," : "", (long long)t->ops[i].rval);
+	printf("]}\n");
+}
+
+static const char *op_path(const struct btrfs_ioctl_usertrans_op *op)
+{
+	switch (op->op) {
+	case BTRFS_IOC_UT_OP_CLOSE:
+	case BTRFS_IOC_UT_OP_PWRITE:
+	case BTRFS_IOC_UT_OP_CLONERANGE:
+		return NULL;
+	case FSTX_OP_SYMLINK:
+		return (const char *)(intptr_t)op->args[1];
+	default:
+		return (const char *)(intptr_t)op->args[0];
+	}
+}
+
+static int open_basedir(const char *file)
+{
+	char *copy;
+	int fd;
+
+	if (!file || !strcmp(file, "-"))
+		return open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	copy = strdup(file);
+	if (!copy)
+		return -1;
+	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(copy);
+	return fd;
+}
+
+static int cmd_run(const char *dir, const char *file, int json)
+{
+	struct fx_txt t;
+	struct btrfs_ioctl_usertrans ut = { 0 };
+	struct outcome o = { .status = "invalid", .failed = -1 };
+	fstx_domain *d = NULL;
+	char *text = NULL;
+	size_t len = 0;
+	int fd, base, r, ex = EX_USAGE;
+	uint64_t bad;
+	long ret;
+
+	memset(&t, 0, sizeof(t));
+	fd = (!file || !strcmp(file, "-")) ? 0 : open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || (r = read_all(fd, &text, &len)) < 0) {
+		fprintf(stderr, "fstx: %s: %s\n", file, strerror(errno));
+		if (json) {
+			o.msg = "cannot read the transaction file";
+			report_json(&o, NULL, 0);
+		}
+		return EX_USAGE;
+	}
+	if (fd > 0)
+		close(fd);
+	base = open_basedir(file);
+	r = fx_txt_parse(text, len, base, &t);
+	if (base >= 0)
+		close(base);
+	free(text);
+	if (r < 0) {
+		o.line = t.errline;
+		o.msg = t.err;
+		fprintf(stderr, "fstx: %s; nothing changed\n", t.err);
+		goto out;
+	}
+	ut.num_ops = t.nops;
+	ut.ops_ptr = (uint64_t)(uintptr_t)t.ops;
+	ut.num_fds = t.num_fds;
+	ut.flags = t.flags;
+	ut.data_bytes = t.data_bytes;
+	ut.metadata_ops = t.metadata_ops;
+	if (fx_validate(&ut, &bad) < 0) {
+		static char msg[600];
+
+		o.failed = (long)bad;
+		o.line = bad < t.nops ? t.lines[bad] : 0;
+		o.err = -EINVAL;
+		snprintf(msg, sizeof(msg), "line %u: %s: invalid op (bad fd index, "
+			 "argument or flag)", o.line,
+			 bad < t.nops ? fstx_op_name(t.ops[bad].op) : "transaction");
+		o.msg = msg;
+		fprintf(stderr, "fstx: %s; nothing changed\n", msg);
+		goto out;
+	}
+	r = fstx_domain_open(dir, &d);
+	if (r < 0) {
+		fprintf(stderr, "fstx: %s: %s\n", dir, strerror(-r));
+		o.err = r;
+		o.msg = "cannot open the domain";
+		ex = EX_WEDGED;
+		o.status = "wedged";
+		goto out;
+	}
+	ret = fx_usertrans(d, &ut);
+	if (ret == 0) {
+		o.status = "committed";
+		ex = EX_OK;
+		if (!json)
+			printf("committed %zu ops\n", t.nops);
+		goto out;
+	}
+	o.err = ret;
+	o.failed = d->failed_op;
+	if (o.failed >= 0 && (size_t)o.failed < t.nops)
+		o.line = t.lines[o.failed];
+	{
+		struct fstx_status st;
+
+		if (fstx_status(d, &st) == 0 && (st.hot || st.wedged)) {
+			o.status = "wedged";
+			ex = EX_WEDGED;
+			fprintf(stderr, "fstx: %s: %s (%s); the domain needs "
+				"'fstx recover %s'\n", dir, strerror((int)-ret),
+				errname(ret), dir);
+			goto out;
+		}
+	}
+	o.status = "rolled_back";
+	ex = EX_ROLLED;
+	if (o.failed >= 0) {
+		const struct btrfs_ioctl_usertrans_op *op = &t.ops[o.failed];
+		const char *p = op_path(op);
+
+		fprintf(stderr, "fstx: line %u: %s%s%s%s: %s (%s); transaction rolled "
+			"back, nothing changed\n", o.line, fstx_op_name(op->op),
+			p ? " \"" : "", p ? p : "", p ? "\"" : "",
+			ret == -ECANCELED ? "result failed its condition"
+					  : strerror((int)-ret),
+			errname(ret));
+	} else {
+		fprintf(stderr, "fstx: %s: %s (%s); nothing changed\n", dir,
+			strerror((int)-ret), errname(ret));
+	}
+out:
+	if (json)
+		report_json(&o, o.msg ? NULL : &t, ut.ops_completed);
+	fstx_domain_close(d);
+	fx_txt_free(&t);
+	return ex;
+}
+
+static int cmd_recover(const char *dir, int json)
+{
+	fstx_domain *d;
+	int r = fstx_domain_open(dir, &d);
+
+	if (r == 0) {
+		r = fstx_recover(d);
+		fstx_domain_close(d);
+	}
+	if (json)
+		printf("{\"status\":\"%s\",\"errno\":%s%s%s}\n",
+		       r < 0 ? "failed" : r ? "recovered" : "clean",
+		       r < 0 ? "\"" : "", r < 0 ? errname(r) : "null", r < 0 ? "\"" : "");
+	if (r < 0) {
+		fprintf(stderr, "fstx: recover %s: %s (%s)%s\n", dir, strerror(-r),
+			errname(r), r == -EUCLEAN ? ": the journal is corrupt; "
+			"nothing was applied" : "");
+		return EX_WEDGED;
+	}
+	if (!json)
+		printf("%s\n", r ? "recovered" : "clean");
+	return EX_OK;
+}
+
+static int cmd_status(const char *dir, int json)
+{
+	struct fstx_status st;
+	fstx_domain *d;
+	int r = fstx_domain_open(dir, &d);
+
+	if (r == 0) {
+		r = fstx_status(d, &st);
+		fstx_domain_close(d);
+	}
+	if (r < 0) {
+		fprintf(stderr, "fstx: status %s: %s\n", dir, strerror(-r));
+		return EX_WEDGED;
+	}
+	if (json) {
+		printf("{\"hot\":%s,\"wedged\":%s,\"journal_bytes\":%llu,"
+		       "\"fs_type\":\"%s\",\"block_size\":%u,\"reflink\":%s,"
+		       "\"xattr_user\":%s}\n", st.hot ? "true" : "false",
+		       st.wedged ? "true" : "false",
+		       (unsigned long long)st.journal_bytes, st.fs_type, st.block_size,
+		       st.reflink ? "true" : "false", st.xattr_user ? "true" : "false");
+	} else {
+		printf("journal: %s (%llu bytes)\nwedged: %s\nfilesystem: %s, block "
+		       "size %u, reflink %s, user xattrs %s\n",
+		       st.hot ? "hot" : "clean", (unsigned long long)st.journal_bytes,
+		       st.wedged ? "yes" : "no", st.fs_type, st.block_size,
+		       st.reflink ? "yes" : "no", st.xattr_user ? "yes" : "no");
+	}
+	return st.wedged || st.hot ? EX_WEDGED : EX_OK;
+}
+
+int main(int argc, char **argv)
+{
+	const char *pos[3] = { 0 };
+	int npos = 0, json = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fputs(usage, stdout);
+			return EX_OK;
+		} else if (!strcmp(argv[i], "--version")) {
+			printf("fstx %s\n", FSTX_VERSION_STRING);
+			return EX_OK;
+		} else if (!strcmp(argv[i], "--json")) {
+			json = 1;
+		} else if (argv[i][0] == '-' && argv[i][1]) {
+			fprintf(stderr, "fstx: unknown option %s\n%s", argv[i], usage);
+			return EX_USAGE;
+		} else if (npos < 3) {
+			pos[npos++] = argv[i];
+		} else {
+			fprintf(stderr, "fstx: too many arguments\n%s", usage);
+			return EX_USAGE;
+		}
+	}
+	if (npos >= 2 && !strcmp(pos[0], "run"))
+		return cmd_run(pos[1], pos[2], json);
+	if (npos == 2 && !strcmp(pos[0], "recover"))
+		return cmd_recover(pos[1], json);
+	if (npos == 2 && !strcmp(pos[0], "status"))
+		return cmd_status(pos[1], json);
+	fputs(usage, stderr);
+	return EX_USAGE;
+}

@@ -1,0 +1,89 @@
+/*
+ * faultos.c - wraps every entry of fstx_os: counts calls, fails call k with
+ * an errno, or kills the process (SIGKILL, no cleanup) before or after it.
+ */
+#define _GNU_SOURCE
+#include "faultos.h"
+#include "os.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <unistd.h>
+
+struct fo_state fo;
+
+static int gate(void)
+{
+	fo.calls++;
+	if (fo.mode == FO_KILL_BEFORE && fo.calls == fo.at)
+		kill(getpid(), SIGKILL);
+	if (fo.mode == FO_FAIL && (fo.calls == fo.at || (fo.sticky && fo.calls > fo.at)))
+		return -fo.err;
+	return 0;
+}
+
+static void after(void)
+{
+	if (fo.mode == FO_KILL_AFTER && fo.calls == fo.at)
+		kill(getpid(), SIGKILL);
+}
+
+#define W(name, ret, params, args)                                          \
+	static ret w_##name params                                          \
+	{                                                                   \
+		int g = gate();                                             \
+		ret r;                                                      \
+		if (g)                                                      \
+			return g;                                           \
+		r = fstx_os_libc.name args;                                 \
+		after();                                                    \
+		return r;                                                   \
+	}
+
+W(openat2, int, (int d, const char *p, int f, mode_t m, uint64_t rs), (d, p, f, m, rs))
+W(close, int, (int fd), (fd))
+W(pread, ssize_t, (int fd, void *b, size_t n, off_t o), (fd, b, n, o))
+W(pwrite, ssize_t, (int fd, const void *b, size_t n, off_t o), (fd, b, n, o))
+W(ftruncate, int, (int fd, off_t l), (fd, l))
+W(fstat, int, (int fd, struct stat *s), (fd, s))
+W(fstatat, int, (int d, const char *n, struct stat *s, int f), (d, n, s, f))
+W(fstatvfs, int, (int fd, struct statvfs *s), (fd, s))
+W(fstatfs, int, (int fd, struct statfs *s), (fd, s))
+W(renameat2, int, (int a, const char *b, int c, const char *d, unsigned f), (a, b, c, d, f))
+W(unlinkat, int, (int d, const char *n, int f), (d, n, f))
+W(mkdirat, int, (int d, const char *n, mode_t m), (d, n, m))
+W(symlinkat, int, (const char *t, int d, const char *n), (t, d, n))
+W(linkat, int, (int a, const char *b, int c, const char *d, int f), (a, b, c, d, f))
+W(readlinkat, ssize_t, (int d, const char *n, char *b, size_t l), (d, n, b, l))
+W(fgetxattr, ssize_t, (int fd, const char *n, void *v, size_t l), (fd, n, v, l))
+W(fsetxattr, int, (int fd, const char *n, const void *v, size_t l, int f), (fd, n, v, l, f))
+W(fremovexattr, int, (int fd, const char *n), (fd, n))
+W(flistxattr, ssize_t, (int fd, char *l, size_t n), (fd, l, n))
+W(ficlonerange, int, (int a, int b, uint64_t c, uint64_t d, uint64_t e), (a, b, c, d, e))
+W(copy_file_range, ssize_t, (int a, off_t *b, int c, off_t *d, size_t e), (a, b, c, d, e))
+W(flock, int, (int fd, int op), (fd, op))
+W(getdents, ssize_t, (int fd, void *b, size_t l), (fd, b, l))
+W(dup, int, (int fd), (fd))
+
+static int w_fsync(int fd) { fo.barriers++; fo.fsyncs++; int g = gate(); if (g) return g; int r = fstx_os_libc.fsync(fd); after(); return r; }
+static int w_fdatasync(int fd) { fo.barriers++; fo.fdatasyncs++; int g = gate(); if (g) return g; int r = fstx_os_libc.fdatasync(fd); after(); return r; }
+static int w_syncfs(int fd) { fo.barriers++; fo.syncfses++; int g = gate(); if (g) return g; int r = fstx_os_libc.syncfs(fd); after(); return r; }
+
+void fo_install(enum fo_mode mode, long at, int err)
+{
+	fo = (struct fo_state){ .mode = mode, .at = at, .err = err };
+#define S(n) fstx_os.n = w_##n
+	S(openat2); S(close); S(pread); S(pwrite); S(fsync); S(fdatasync);
+	S(syncfs); S(ftruncate); S(fstat); S(fstatat); S(fstatvfs); S(fstatfs);
+	S(renameat2); S(unlinkat); S(mkdirat); S(symlinkat); S(linkat);
+	S(readlinkat); S(fgetxattr); S(fsetxattr); S(fremovexattr);
+	S(flistxattr); S(ficlonerange); S(copy_file_range); S(flock);
+	S(getdents); S(dup);
+#undef S
+}
+
+void fo_remove(void)
+{
+	fstx_os = fstx_os_libc;
+	fo.mode = FO_COUNT;
+}

@@ -1,0 +1,27 @@
+/* faultos.h - fault injection over the fstx_os table (SQLite test6-style). */
+#ifndef FSTX_FAULTOS_H
+#define FSTX_FAULTOS_H
+
+enum fo_mode {
+	FO_COUNT,       /* only count calls */
+	FO_FAIL,        /* call number `at` fails with -err (and every later
+			   barrier, like a dead disk if sticky) */
+	FO_KILL_BEFORE, /* _exit-like death right before call `at` */
+	FO_KILL_AFTER,  /* ... right after call `at` returned */
+};
+
+struct fo_state {
+	enum fo_mode mode;
+	long at;        /* 1-based call number */
+	int err;        /* errno for FO_FAIL */
+	int sticky;     /* FO_FAIL: every call from `at` on fails */
+	long calls;     /* calls seen */
+	long barriers;  /* fsync + fdatasync + syncfs calls seen */
+	long fsyncs, fdatasyncs, syncfses;
+};
+
+extern struct fo_state fo;
+void fo_install(enum fo_mode mode, long at, int err);
+void fo_remove(void);
+
+#endif

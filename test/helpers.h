@@ -1,0 +1,33 @@
+/* helpers.h - test support: scratch domains, whole-tree snapshots. */
+#ifndef FSTX_TEST_HELPERS_H
+#define FSTX_TEST_HELPERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "fstx.h"
+#include "fstx/btrfs_usertrans.h"
+
+/* A fresh empty directory under $FSTX_TEST_DIR (default /tmp); malloc'd. */
+char *t_mkdomain(void);
+void t_rmtree(const char *path);
+/* Write a file (mode 0644) relative to dir, creating parents. */
+void t_write(const char *dir, const char *rel, const char *data, size_t len);
+char *t_read(const char *dir, const char *rel, size_t *len);
+/*
+ * A canonical text description of the whole tree under dir (excluding
+ * .fstx): every name, type, mode, size, link count, content checksum,
+ * xattrs and symlink target.  Two trees are equal iff their snapshots are.
+ */
+char *t_snapshot(const char *dir);
+/* Build a small populated tree used by the rollback and crash tests. */
+void t_populate(const char *dir);
+
+/* Seed-ABI helpers. */
+#define P(s) ((__s64)(intptr_t)(s))
+struct btrfs_ioctl_usertrans_op t_op(uint64_t op, __s64 a0, __s64 a1, __s64 a2,
+				     __s64 a3, __s64 a4);
+long t_run(const char *dir, struct btrfs_ioctl_usertrans_op *ops, size_t n,
+	   uint64_t nfds, uint64_t flags, uint64_t *completed);
+int t_dirfd(const char *dir);
+
+#endif
