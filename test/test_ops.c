@@ -1,0 +1,336 @@
+/*
+ * test_ops.c - every op, differentially: each scenario runs once through
+ * fstx and once as plain syscalls on a twin tree; the per-op results and
+ * the whole trees must be identical.  Results are ignored ('-' prefix) so
+ * that failing ops (ENOENT, EEXIST, ENOTEMPTY, ...) are compared too.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "internal.h"
+#include "fstx/btrfs_usertrans.h"
+#include "helpers.h"
+
+static const char *const scenarios[] = {
+	/* open / pwrite / close */
+	"open 0 n O_WRONLY|O_CREAT|O_EXCL 0600\npwrite 0 \"hello\" 0\npwrite 0 \"XY\" 10\nclose 0",
+	"open 0 a O_RDWR\npwrite 0 \"AL\" 0\npwrite 0 \"tail\" 100\nclose 0",
+	"open 0 a O_WRONLY|O_TRUNC\npwrite 0 \"t\" 0",
+	"open 0 a O_WRONLY|O_APPEND\npwrite 0 \"++\" 0",
+	"open 0 a O_WRONLY|O_CREAT|O_EXCL\nopen 1 nope O_RDONLY\nopen 2 d O_WRONLY\nopen 3 d O_RDONLY\nclose 3",
+	"open 0 ln O_RDWR\npwrite 0 \"via link\" 0",
+	"open 0 ln O_RDWR|O_NOFOLLOW",
+	"open 0 big O_RDWR\npwrite 0 \"zz\" 5000\npwrite 0 \"end\" 19999",
+	"open 0 d/e O_RDWR|O_CREAT\nopen 1 d/e/g O_RDWR|O_CREAT\npwrite 1 \"g\" 0",
+	"open 0 hard O_RDWR\npwrite 0 \"HARD\" 0",
+	"open 0 a O_RDONLY\npwrite 0 \"no\" 0",
+	/* unlink / rmdir */
+	"unlink a\nunlink a\nunlink d\nunlink ln\nunlink hard",
+	"rmdir empty\nrmdir empty\nrmdir d\nrmdir a\nrmdir nothere",
+	"unlink d/e/f\nrmdir d/e\nunlink d/c\nrmdir d",
+	/* link */
+	"link a a2\nlink a a2\nlink d dd\nlink missing x\nlink ln ln2\nlink b d/e/b",
+	/* mkdir */
+	"mkdir m\nmkdir m\nmkdir m/n 0700\nmkdir x/y\nmkdir a/z\nmkdir ln",
+	/* truncate */
+	"truncate a 2\ntruncate big 100\ntruncate big 30000\ntruncate d 0\ntruncate nope 1\ntruncate ln 3",
+	/* xattrs */
+	"setxattr a user.k \"v2\"\nsetxattr a user.new \"n\" create\nsetxattr a user.new \"m\" create\n"
+	"setxattr b user.r \"r\" replace\nremovexattr a user.k\nremovexattr a user.k\nsetxattr d user.dir \"D\"",
+	"setxattr ln user.via \"l\"\nremovexattr nope user.x",
+	/* clonerange */
+	"open 0 a O_RDONLY\nopen 1 cl O_RDWR|O_CREAT\nclonerange 1 0 0 0 0\nclose 1",
+	"open 0 big O_RDONLY\nopen 1 b O_RDWR\nclonerange 1 0 100 50 3\nclonerange 1 0 0 0 20",
+	/* rename */
+	"rename a a1\nrename a a1\nrename b a1\nrename d dd\nrename dd/c c2",
+	"rename a b noreplace\nrename a b exchange\nrename d empty\nrename empty d\nrename a d",
+	"rename d d/e/x\nrename b hard\nrename d empty exchange\nrename old n noreplace",
+	"rename empty d\nmkdir e2\nrename d e2\nrename d/e e2",
+	/* symlink */
+	"symlink a s1\nsymlink a s1\nsymlink nowhere s2\nsymlink d/e s3\nopen 0 s3/f O_RDWR\npwrite 0 \"thru\" 0",
+	"symlink s5 s4\nsymlink s4 s5\nopen 0 s4 O_RDONLY",
+	/* mixtures: paths through renamed and new directories */
+	"mkdir n\nopen 0 n/f O_WRONLY|O_CREAT\npwrite 0 \"nf\" 0\nrename n m\nopen 1 m/f O_RDWR\npwrite 1 \"M\" 0\nunlink m/f\nrmdir m",
+	"rename d x\nopen 0 x/c O_RDWR\npwrite 0 \"C\" 0\nrename x/e x/e2\nunlink x/e2/f\nmkdir d\nrename x d/x",
+	"unlink a\nopen 0 a O_WRONLY|O_CREAT\npwrite 0 \"new a\" 0\nlink a a3\nunlink a\nrename a3 a",
+	"rename a tmp\nrename b a\nrename tmp b\nsetxattr a user.k \"swap\"",
+	"rmdir empty\nmkdir empty 0700\nsymlink ../a empty/l\nopen 0 empty/l O_RDWR\npwrite 0 \"UP\" 0",
+};
+
+/* ---- the same ops as plain syscalls ------------------------------------ */
+
+static char *at(const char *root, __s64 p)
+{
+	char *s;
+
+	if (asprintf(&s, "%s/%s", root, (const char *)(intptr_t)p) < 0)
+		abort();
+	return s;
+}
+
+static __s64 neg(long r) { return r < 0 ? -errno : r; }
+
+static __s64 direct_clone(int dst, int src, const __s64 *a)
+{
+	struct file_clone_range r = { .src_fd = src, .src_offset = (uint64_t)a[2],
+				      .src_length = (uint64_t)a[3],
+				      .dest_offset = (uint64_t)a[4] };
+	off_t so = a[2], dof = a[4];
+	size_t len = (size_t)a[3];
+	struct stat st;
+
+	if (ioctl(dst, FICLONERANGE, &r) == 0)
+		return 0;
+	if (!len) {
+		fstat(src, &st);
+		len = (size_t)st.st_size - (size_t)a[2];
+	}
+	while (len) {
+		ssize_t n = copy_file_range(src, &so, dst, &dof, len, 0);
+
+		if (n <= 0)
+			return n < 0 ? -errno : 0;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static __s64 direct(const char *root, const struct btrfs_ioctl_usertrans_op *op,
+		    int *fds)
+{
+	const __s64 *a = op->args;
+	char *p = NULL, *q = NULL;
+	__s64 r;
+
+	switch (op->op) {
+	case BTRFS_IOC_UT_OP_OPEN:
+		p = at(root, a[0]);
+		r = neg(open(p, (int)a[1], (mode_t)a[2]));
+		if (r >= 0) {
+			fds[a[3]] = (int)r;
+			r = a[3];
+		}
+		break;
+	case BTRFS_IOC_UT_OP_CLOSE:
+		r = fds[a[0]] < 0 ? -EBADF : neg(close(fds[a[0]]));
+		fds[a[0]] = -1;
+		break;
+	case BTRFS_IOC_UT_OP_PWRITE:
+		r = fds[a[0]] < 0 ? -EBADF
+			: neg(pwrite(fds[a[0]], (void *)(intptr_t)a[1], (size_t)a[2], a[3]));
+		break;
+	case BTRFS_IOC_UT_OP_UNLINK:
+		r = neg(unlink(p = at(root, a[0])));
+		break;
+	case BTRFS_IOC_UT_OP_LINK:
+		r = neg(link(p = at(root, a[0]), q = at(root, a[1])));
+		break;
+	case BTRFS_IOC_UT_OP_MKDIR:
+		r = neg(mkdir(p = at(root, a[0]), (mode_t)a[1]));
+		break;
+	case BTRFS_IOC_UT_OP_RMDIR:
+		r = neg(rmdir(p = at(root, a[0])));
+		break;
+	case BTRFS_IOC_UT_OP_TRUNCATE:
+		r = neg(truncate(p = at(root, a[0]), a[1]));
+		break;
+	case BTRFS_IOC_UT_OP_SETXATTR:
+		r = neg(setxattr(p = at(root, a[0]), (char *)(intptr_t)a[1],
+				 (void *)(intptr_t)a[2], (size_t)a[3], (int)a[4]));
+		break;
+	case BTRFS_IOC_UT_OP_REMOVEXATTR:
+		r = neg(removexattr(p = at(root, a[0]), (char *)(intptr_t)a[1]));
+		break;
+	case BTRFS_IOC_UT_OP_CLONERANGE:
+		r = fds[a[0]] < 0 || fds[a[1]] < 0 ? -EBADF
+			: direct_clone(fds[a[0]], fds[a[1]], a);
+		break;
+	case FSTX_OP_RENAME:
+		r = neg(renameat2(AT_FDCWD, p = at(root, a[0]), AT_FDCWD,
+				  q = at(root, a[1]), (unsigned)a[2]));
+		break;
+	case FSTX_OP_SYMLINK:
+		r = neg(symlink((char *)(intptr_t)a[0], q = at(root, a[1])));
+		break;
+	default:
+		r = -EINVAL;
+	}
+	free(p);
+	free(q);
+	return r;
+}
+
+static void differential(void **state)
+{
+	(void)state;
+	umask(022);
+	for (size_t s = 0; s < sizeof(scenarios) / sizeof(scenarios[0]); s++) {
+		char *A = t_mkdomain(), *B = t_mkdomain(), *text, *sa, *sb;
+		struct fx_txt t;
+		struct btrfs_ioctl_usertrans ut = { 0 };
+		__s64 want[64];
+		int fds[16], dfd;
+		size_t n = 0;
+
+		/* every op with its result ignored */
+		for (const char *c = scenarios[s]; *c; c++)
+			n += *c == '\n';
+		text = calloc(1, strlen(scenarios[s]) + n + 3);
+		char *o = text;
+		*o++ = '-';
+		for (const char *c = scenarios[s]; *c; c++) {
+			*o++ = *c;
+			if (*c == '\n')
+				*o++ = '-';
+		}
+		t_populate(A);
+		t_populate(B);
+		assert_int_equal(fx_txt_parse(text, strlen(text), AT_FDCWD, &t), 0);
+		for (int i = 0; i < 16; i++)
+			fds[i] = -1;
+		for (size_t i = 0; i < t.nops; i++)
+			want[i] = direct(B, &t.ops[i], fds);
+		for (int i = 0; i < 16; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		ut.num_ops = t.nops;
+		ut.ops_ptr = (uint64_t)(uintptr_t)t.ops;
+		ut.num_fds = t.num_fds;
+		dfd = t_dirfd(A);
+		assert_int_equal(fstx_usertrans(dfd, &ut), 0);
+		close(dfd);
+		for (size_t i = 0; i < t.nops; i++) {
+			if (t.ops[i].rval != want[i])
+				fail_msg("scenario %zu op %zu (%s): fstx %lld, kernel %lld\n%s",
+					 s, i, fstx_op_name(t.ops[i].op),
+					 (long long)t.ops[i].rval, (long long)want[i],
+					 scenarios[s]);
+		}
+		sa = t_snapshot(A);
+		sb = t_snapshot(B);
+		if (strcmp(sa, sb))
+			fail_msg("scenario %zu trees differ\n%s\n--- fstx:\n%s--- kernel:\n%s",
+				 s, scenarios[s], sa, sb);
+		free(sa);
+		free(sb);
+		fx_txt_free(&t);
+		free(text);
+		t_rmtree(A);
+		t_rmtree(B);
+		free(A);
+		free(B);
+	}
+}
+
+/* The ergonomic API: strict by default, results, failed op. */
+static void ergonomic(void **state)
+{
+	char *d = t_mkdomain(), *got;
+	fstx_domain *dom;
+	fstx_tx *tx;
+	int fd;
+
+	(void)state;
+	t_populate(d);
+	assert_int_equal(fstx_domain_open(d, &dom), 0);
+	assert_int_equal(fstx_tx_new(dom, &tx), 0);
+	fd = fstx_tx_open(tx, "obj.new", O_WRONLY | O_CREAT | O_EXCL, 0644);
+	assert_int_equal(fd, 0);
+	assert_int_equal(fstx_tx_pwrite(tx, fd, "payload", 7, 0), 0);
+	assert_int_equal(fstx_tx_close(tx, fd), 0);
+	assert_int_equal(fstx_tx_setxattr(tx, "obj.new", "user.v", "1", 1, 0), 0);
+	assert_int_equal(fstx_tx_rename(tx, "obj.new", "a", 0), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "old"), 0);
+	assert_int_equal(fstx_tx_mkdir(tx, "m", 0700), 0);
+	assert_int_equal(fstx_tx_symlink(tx, "a", "m/l"), 0);
+	assert_int_equal(fstx_tx_link(tx, "b", "m/b"), 0);
+	assert_int_equal(fstx_tx_truncate(tx, "big", 10), 0);
+	assert_int_equal(fstx_tx_removexattr(tx, "a", "user.v"), 0);
+	assert_int_equal(fstx_tx_commit(tx), 0);
+	assert_int_equal(fstx_tx_num_ops(tx), 11);
+	assert_int_equal(fstx_tx_result(tx, 1), 7);
+	assert_int_equal(fstx_tx_failed_op(tx), -1);
+	assert_int_equal(fstx_tx_commit(tx), -EALREADY);
+	fstx_tx_free(tx);
+	got = t_read(d, "a", NULL);
+	assert_string_equal(got, "payload");
+	free(got);
+
+	/* strict: the second op fails, the first is rolled back */
+	assert_int_equal(fstx_tx_new(dom, &tx), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "b"), 0);
+	assert_int_equal(fstx_tx_rmdir(tx, "m"), 0);
+	assert_int_equal(fstx_tx_commit(tx), -ENOTEMPTY);
+	assert_int_equal(fstx_tx_failed_op(tx), 1);
+	assert_int_equal(fstx_tx_result(tx, 1), -ENOTEMPTY);
+	fstx_tx_free(tx);
+	got = t_read(d, "b", NULL);
+	assert_non_null(got);
+	free(got);
+
+	/* expect(): the seed's condition replaces strictness */
+	assert_int_equal(fstx_tx_new(dom, &tx), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "nothing"), 0);
+	assert_int_equal(fstx_tx_expect(tx, BTRFS_IOC_UT_OP_FLAG_FAIL_ON_NE, -ENOENT), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "b"), 0);
+	assert_int_equal(fstx_tx_commit(tx), 0);
+	fstx_tx_free(tx);
+	assert_null(t_read(d, "b", NULL));
+
+	/* argument errors */
+	assert_int_equal(fstx_tx_new(dom, &tx), 0);
+	assert_int_equal(fstx_tx_unlink(tx, NULL), -EINVAL);
+	assert_int_equal(fstx_tx_link(tx, "a", NULL), -EINVAL);
+	assert_int_equal(fstx_tx_set_flags(tx, 1ULL << 40), -EINVAL);
+	fstx_tx_free(tx);
+	assert_int_equal(fstx_tx_new(NULL, &tx), -EINVAL);
+	fstx_domain_close(dom);
+	t_rmtree(d);
+	free(d);
+}
+
+static void status(void **state)
+{
+	char *d = t_mkdomain();
+	struct fstx_status st;
+	fstx_domain *dom;
+
+	(void)state;
+	assert_int_equal(fstx_domain_open(d, &dom), 0);
+	assert_int_equal(fstx_status(dom, &st), 0);
+	assert_false(st.hot);
+	assert_false(st.wedged);
+	assert_true(st.block_size > 0);
+	assert_true(st.fs_type[0] != 0);
+	assert_int_equal(fstx_recover(dom), 0);
+	fstx_domain_close(dom);
+	assert_int_equal(fstx_domain_open("/nonexistent/dir", &dom), -ENOENT);
+	assert_string_equal(fstx_op_name(12), "rename");
+	assert_string_equal(fstx_op_name(99), "?");
+	t_rmtree(d);
+	free(d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(differential),
+		cmocka_unit_test(ergonomic),
+		cmocka_unit_test(status),
+	};
+
+	return cmocka_run_group_tests_name("ops", tests, NULL, NULL);
+}
