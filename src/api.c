@@ -73,6 +73,8 @@ int fstx_recover(fstx_domain *d)
 		return r;
 	w = fx_is_wedged(d);
 	r = fx_recover_locked(d);
+	if (r == 0)
+		r = fx_clean_scratch(d); /* garbage of a committed transaction */
 	if (r >= 0 && w > 0) {
 		int u = fx_unwedge(d);
 

@@ -8,12 +8,16 @@
  *   .fstx/trash/   names a transaction removes are renamed here and
  *                  deleted only after commit
  *   .fstx/wedged   present while the domain is wedged (WEDGEONFAIL)
+ *   .fstx/step.N   progress mark: name steps 0..N-1 are done, N may be
+ *                  (journal.c rule 5); a name, so that it is ordered with
+ *                  the name steps themselves
  */
 #define _GNU_SOURCE
 #include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -36,6 +40,7 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 	d->latched = 0;
 	d->txid = 0;
 	d->failed_op = -1;
+	d->mark = -1;
 	r = fstx_os.openat2(dirfd, ".", O_RDONLY | O_DIRECTORY, 0, 0);
 	if (r < 0)
 		return r;
@@ -163,11 +168,90 @@ out:
 	return r;
 }
 
-int fx_clean_scratch(struct fstx_domain *d)
-{
-	int r = clean_dir(d, "trash");
 
-	return r < 0 ? r : clean_dir(d, "new");
+/* Set the progress mark to step i (create it, or rename the old one). */
+int fx_mark_set(struct fstx_domain *d, long i)
+{
+	char old[48], new[48];
+	int r;
+
+	if (i == d->mark)
+		return 0;
+	snprintf(new, sizeof(new), "step.%016llx.%ld", (unsigned long long)d->txid, i);
+	if (d->mark < 0) {
+		r = fstx_os.symlinkat("fstx", d->meta, new);
+	} else {
+		snprintf(old, sizeof(old), "step.%016llx.%ld",
+			 (unsigned long long)d->txid, d->mark);
+		r = fstx_os.renameat2(d->meta, old, d->meta, new, RENAME_NOREPLACE);
+	}
+	if (r == 0)
+		d->mark = i;
+	return r;
+}
+
+/*
+ * Find the progress mark of transaction d->txid: its step number, -1 if
+ * none, or -errno.  With unlink_all, remove every mark instead.
+ */
+static int mark_scan(struct fstx_domain *d, int unlink_all)
+{
+	char buf[4096], want[32];
+	long best = -1;
+	ssize_t n;
+	int fd = fstx_os.openat2(d->root, FX_META, O_RDONLY | O_DIRECTORY, 0,
+				 FX_RESOLVE);
+
+	if (fd < 0)
+		return fd;
+	snprintf(want, sizeof(want), "step.%016llx.", (unsigned long long)d->txid);
+	while ((n = fstx_os.getdents(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t off = 0; off < n;) {
+			struct { uint64_t ino; int64_t off; unsigned short reclen;
+				 unsigned char type; char name[]; } *e = (void *)(buf + off);
+			char *end;
+			long v;
+
+			off += e->reclen;
+			if (strncmp(e->name, "step.", 5))
+				continue;
+			if (unlink_all) {
+				fstx_os.unlinkat(fd, e->name, 0);
+				continue;
+			}
+			if (strncmp(e->name, want, strlen(want)))
+				continue;
+			v = strtol(e->name + strlen(want), &end, 10);
+			if (!*end && v >= 0 && v > best && v < INT32_MAX)
+				best = v;
+		}
+	}
+	fstx_os.close(fd);
+	if (n < 0)
+		return (int)n;
+	d->mark = best;
+	return (int)best;
+}
+
+int fx_mark_get(struct fstx_domain *d)
+{
+	return mark_scan(d, 0);
+}
+
+/* Remove the progress mark (after commit or recovery). */
+int fx_mark_clear(struct fstx_domain *d)
+{
+	char name[48];
+	int r;
+
+	if (d->mark < 0)
+		return 0;
+	snprintf(name, sizeof(name), "step.%016llx.%ld", (unsigned long long)d->txid,
+		 d->mark);
+	r = fstx_os.unlinkat(d->meta, name, 0);
+	if (r == 0 || r == -ENOENT)
+		d->mark = -1;
+	return r == -ENOENT ? 0 : r;
 }
 
 int fx_parent(struct fstx_domain *d, const char *p, const char **name)
@@ -207,4 +291,16 @@ int fx_lstat(struct fstx_domain *d, const char *p, struct stat *st)
 int fx_open(struct fstx_domain *d, const char *p, int flags, mode_t mode)
 {
 	return fstx_os.openat2(d->root, *p ? p : ".", flags, mode, FX_RESOLVE);
+}
+
+int fx_clean_scratch(struct fstx_domain *d)
+{
+	int r = mark_scan(d, 1);
+
+	d->mark = -1;
+	if (r < -1)
+		return r;
+	r = clean_dir(d, "trash");
+
+	return r < 0 ? r : clean_dir(d, "new");
 }

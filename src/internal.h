@@ -24,6 +24,9 @@ struct fstx_domain {
 	int latched;  /* -errno of a failed barrier; sticks until recovery */
 	long failed_op; /* last transaction: index of the op that failed, or -1 */
 	uint64_t txid;
+	uint64_t jend;  /* journal: end of the planned segment */
+	uint32_t jseq;  /* journal: sequence number after END */
+	long mark;      /* progress mark step number, -1: none */
 };
 
 /* ---- crc32c.c ---- */
@@ -38,6 +41,9 @@ int fx_is_wedged(struct fstx_domain *d);
 int fx_wedge(struct fstx_domain *d);
 int fx_unwedge(struct fstx_domain *d);
 int fx_clean_scratch(struct fstx_domain *d);
+int fx_mark_set(struct fstx_domain *d, long step);
+int fx_mark_get(struct fstx_domain *d);
+int fx_mark_clear(struct fstx_domain *d);
 /* Open the parent directory of canonical path p (O_PATH); *name = last part. */
 int fx_parent(struct fstx_domain *d, const char *p, const char **name);
 int fx_lstat(struct fstx_domain *d, const char *p, struct stat *st);
@@ -83,12 +89,16 @@ int fx_journal_write(struct fstx_domain *d, const struct fx_step *steps,
 /* Bytes the journal will take (for the space preflight). */
 uint64_t fx_journal_size(const struct fx_step *steps, size_t nsteps,
 			 const struct fx_capture *caps, size_t ncaps);
-/* Commit point: truncate the journal to 0 and make that durable. */
+/* Commit point: append COMMIT and make it durable (rule 6). */
 int fx_journal_commit(struct fstx_domain *d);
+/* Truncate the journal to 0; durable: and fdatasync it. */
+int fx_journal_clear(struct fstx_domain *d, int durable);
 /* 1 if the journal holds a transaction, 0 if clean, -errno. */
 int fx_journal_hot(struct fstx_domain *d);
 /* Undo whatever the journal describes; 1 done, 0 nothing, <0 error. */
 int fx_recover_locked(struct fstx_domain *d);
+/* ignore_commit: undo even a committed journal (its barrier failed). */
+int fx_recover_mode(struct fstx_domain *d, int ignore_commit);
 
 int fx_move(struct fstx_domain *d, const char *src, const char *dst);
 

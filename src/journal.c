@@ -25,16 +25,25 @@
  *     absent name.  Removed names are renamed into .fstx/trash/N, never
  *     deleted before commit.  Nothing is ever overwritten, so every step can
  *     be undone and the undo of a step that did not happen is a no-op.
- *  5. Undo runs the steps backwards: a MOVE src->dst is reversed only if dst
- *     exists and src does not; a staged creation is removed if present.
+ *  5. Before step N runs, the progress mark .fstx/step.N replaces
+ *     step.N-1 (a rename: namespace operations persist in order, so the
+ *     mark never runs behind the steps).  Undo starts at the mark and runs
+ *     the steps backwards, moving the mark down before each: every step
+ *     below the mark is then known done and every one above known undone,
+ *     so each check is exact: a MOVE src->dst is reversed if dst exists and
+ *     src does not; a staged creation is removed if present.
  *     Then sizes, data ranges and xattrs of initial objects are restored at
  *     their initial paths (checked by inode number).  Undo is idempotent, so
  *     a crash during recovery is recovered by running it again.
  *  6. Commit: after the changes, syncfs() of the domain's filesystem
- *     (barrier 2) makes every change durable at once; then the journal is
- *     truncated to 0 and fdatasync()ed (barrier 3): that is the commit
- *     point.  Trash is emptied afterwards; leftovers are garbage removed at
- *     the next transaction.  Recovery ends the same way: syncfs, truncate,
+ *     (barrier 2) makes every change durable at once; then a COMMIT record
+ *     is written at the next 512-byte boundary after END (so one sector
+ *     holds it whole) and fdatasync()ed (barrier 3): that is the commit
+ *     point.  A journal with a valid COMMIT needs no undo.  Afterwards the
+ *     journal is truncated to 0 and trash emptied without a barrier: if
+ *     that is lost, recovery finds the COMMIT and only cleans up.
+ *     If barrier 3 fails, the transaction is rolled back from the intact
+ *     journal, ignoring its COMMIT.  Recovery ends with syncfs, truncate,
  *     fdatasync.
  *  7. A failed barrier is never retried as if it had succeeded: the
  *     transaction is rolled back and the handle latches the error.
@@ -60,7 +69,9 @@
 #define J_CHUNK (1u << 20)  /* before-image bytes per DATA record */
 #define J_MAXREC (J_CHUNK + 3 * PATH_MAX + 256)
 
-enum { J_BEGIN = 1, J_STEP, J_SIZE, J_DATA, J_XATTR, J_END };
+enum { J_BEGIN = 1, J_STEP, J_SIZE, J_DATA, J_XATTR, J_END, J_COMMIT };
+
+#define J_SECTOR 512
 
 struct jhdr {
 	uint32_t magic;
@@ -333,6 +344,8 @@ int fx_journal_write(struct fstx_domain *d, const struct fx_step *steps,
 	r = w.err;
 	if (!r)
 		r = jw_flush(&w);
+	d->jend = (uint64_t)w.off;
+	d->jseq = w.seq;
 	if (!r) {
 		r = fstx_os.fdatasync(d->jfd); /* barrier 1 (rule 2) */
 		if (r < 0)
@@ -345,13 +358,38 @@ out:
 	return r;
 }
 
+static off_t commit_off(uint64_t end)
+{
+	return (off_t)((end + J_SECTOR - 1) / J_SECTOR * J_SECTOR);
+}
+
 int fx_journal_commit(struct fstx_domain *d)
+{
+	struct { struct jhdr h; uint32_t seq, pad; } c = {
+		.h = { .magic = J_MAGIC, .type = J_COMMIT, .len = 8,
+		       .seq = d->jseq, .txid = d->txid },
+		.seq = d->jseq,
+	};
+	ssize_t n;
+	int r;
+
+	c.h.crc = fx_crc32c(fx_crc32c(0, &c.h, sizeof(c.h)), &c.seq, 8);
+	n = fstx_os.pwrite(d->jfd, &c, sizeof(c), commit_off(d->jend));
+	if (n != (ssize_t)sizeof(c))
+		return n < 0 ? (int)n : -EIO;
+	r = fstx_os.fdatasync(d->jfd); /* barrier 3: the commit point (rule 6) */
+	if (r < 0)
+		d->latched = r;
+	return r;
+}
+
+int fx_journal_clear(struct fstx_domain *d, int durable)
 {
 	int r = fstx_os.ftruncate(d->jfd, 0);
 
-	if (r < 0)
+	if (r < 0 || !durable)
 		return r;
-	r = fstx_os.fdatasync(d->jfd); /* barrier 3: the commit point (rule 6) */
+	r = fstx_os.fdatasync(d->jfd);
 	if (r < 0)
 		d->latched = r;
 	return r;
@@ -381,6 +419,7 @@ struct jr {
 	size_t nrecs, crecs;
 	unsigned char *buf;
 	uint64_t txid;
+	int committed;
 };
 
 struct cur { const unsigned char *p; size_t left; int bad; };
@@ -548,7 +587,14 @@ static int journal_load(struct jr *j)
 					 h.len)) < 0)
 				return r;
 		} else if (h.type == J_END) {
-			return get(&c, 4) == seq ? 1 : -EUCLEAN;
+			if (get(&c, 4) != seq)
+				return -EUCLEAN;
+			off = commit_off((uint64_t)off);
+			r = read_rec(j, &off, seq + 1, &h);
+			if (r < 0)
+				return r;
+			j->committed = r == 1 && h.type == J_COMMIT && h.len == 8;
+			return 1;
 		} else {
 			return -EUCLEAN;
 		}
@@ -689,10 +735,15 @@ out:
 
 static int journal_undo(struct jr *j)
 {
-	int r;
+	int r, mark = fx_mark_get(j->d);
 
-	for (size_t i = j->nsteps; i-- > 0;)
-		if ((r = undo_step(j->d, &j->steps[i])) < 0)
+	if (mark < 0 && mark != -1)
+		return mark;
+	if (mark >= 0 && (size_t)mark >= j->nsteps)
+		return -EUCLEAN;
+	for (long i = mark; i >= 0; i--)
+		if ((r = fx_mark_set(j->d, i)) < 0 ||
+		    (r = undo_step(j->d, &j->steps[i])) < 0)
 			return r;
 	/* Sizes first, then data inside them, then xattrs (rule 5). */
 	for (int pass = J_SIZE; pass <= J_XATTR; pass++)
@@ -704,6 +755,11 @@ static int journal_undo(struct jr *j)
 }
 
 int fx_recover_locked(struct fstx_domain *d)
+{
+	return fx_recover_mode(d, 0);
+}
+
+int fx_recover_mode(struct fstx_domain *d, int ignore_commit)
 {
 	struct jr j = { .d = d };
 	int r = fx_journal_hot(d), complete;
@@ -718,7 +774,9 @@ int fx_recover_locked(struct fstx_domain *d)
 		r = complete;
 		goto out;
 	}
-	if (complete) {
+	if (complete)
+		d->txid = j.txid; /* names its progress mark */
+	if (complete && (!j.committed || ignore_commit)) {
 		r = journal_undo(&j);
 		if (r < 0)
 			goto out;
@@ -728,7 +786,7 @@ int fx_recover_locked(struct fstx_domain *d)
 			goto out;
 		}
 	}
-	r = fx_journal_commit(d);
+	r = fx_journal_clear(d, 1);
 	if (r < 0)
 		goto out;
 	r = fx_clean_scratch(d);

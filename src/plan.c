@@ -817,6 +817,18 @@ out:
 	return r;
 }
 
+/* Errors that are an op's own result, as the kernel would give it. */
+static int semantic(int r)
+{
+	switch (-r) {
+	case ENOENT: case ENOTDIR: case EEXIST: case EISDIR: case ENOTEMPTY:
+	case EBUSY: case EINVAL: case EXDEV: case EPERM: case ELOOP:
+	case ENAMETOOLONG: case EACCES:
+		return 1;
+	}
+	return 0;
+}
+
 static int plan_op(struct plan *P, size_t i)
 {
 	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
@@ -858,8 +870,8 @@ static int plan_op(struct plan *P, size_t i)
 		break;
 	}
 	po->nsteps = P->nsteps - po->step0;
-	if (r == -ENOMEM)
-		return r;
+	if (r < 0 && !semantic(r))
+		return r; /* EIO, ENOMEM, ...: the plan cannot be trusted */
 	po->pred = r < 0 ? r : 0;
 	return 0;
 }
@@ -872,9 +884,12 @@ int fx_plan_build(struct plan *P)
 	P->slots = calloc(FSTX_MAX_FDS, sizeof(*P->slots));
 	if (!P->pops || !P->slots)
 		return -ENOMEM;
+	P->failed_op = -1;
 	for (size_t i = 0; i < P->nops; i++)
-		if ((r = plan_op(P, i)) < 0)
+		if ((r = plan_op(P, i)) < 0) {
+			P->failed_op = (long)i;
 			return r;
+		}
 	return 0;
 }
 

@@ -48,6 +48,7 @@ struct plan {
 	struct pslot *slots;
 	int newid;
 	uint64_t est_bytes, est_inodes;
+	long failed_op;    /* planning stopped here on an I/O error */
 };
 
 int fx_plan_build(struct plan *P);

@@ -166,8 +166,10 @@ static int do_step(struct exec *X, const struct fx_step *s)
 static int run_steps(struct exec *X, const struct pop *po, size_t from)
 {
 	for (size_t k = po->step0 + from; k < po->step0 + po->nsteps; k++) {
-		int r = do_step(X, &X->P->steps[k]);
+		int r = fx_mark_set(X->d, (long)k);
 
+		if (r == 0)
+			r = do_step(X, &X->P->steps[k]);
 		if (r < 0) {
 			X->diverged = 1;
 			return r;
@@ -186,7 +188,9 @@ static int exec_open(struct exec *X, const struct btrfs_ioctl_usertrans_op *op,
 		const struct fx_step *mk = &X->P->steps[po->step0];
 
 		flags = (flags & ~(O_TRUNC | O_NOFOLLOW)) | O_CREAT | O_EXCL;
-		fd = fx_open(X->d, mk->dst, flags, mk->mode);
+		fd = fx_mark_set(X->d, (long)po->step0);
+		if (fd == 0)
+			fd = fx_open(X->d, mk->dst, flags, mk->mode);
 		if (fd < 0) {
 			X->diverged = 1;
 			return fd;
@@ -368,9 +372,10 @@ static int wants_undo(const struct plan *P)
 }
 
 /* Rollback after op failure or a failed barrier; wedge if asked. */
-static int rollback(struct fstx_domain *d, const struct btrfs_ioctl_usertrans *ut)
+static int rollback(struct fstx_domain *d, const struct btrfs_ioctl_usertrans *ut,
+		    int ignore_commit)
 {
-	int r = fx_recover_locked(d);
+	int r = fx_recover_mode(d, ignore_commit);
 
 	if (r < 0 && (ut->flags & BTRFS_IOC_UT_FLAG_WEDGEONFAIL))
 		fx_wedge(d);
@@ -415,16 +420,18 @@ static long execute(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		}
 	}
 	if (ret < 0) {
-		r = journaled ? rollback(d, ut) : 0;
+		r = journaled ? rollback(d, ut, 0) : 0;
 		return r < 0 ? r : ret;
 	}
 	if (journaled) {
 		if ((r = fx_journal_commit(d)) < 0) {
-			int rr = rollback(d, ut);
+			int rr = rollback(d, ut, 1);
 
 			return rr < 0 ? rr : r;
 		}
-		fx_clean_scratch(d); /* garbage only; the next tx retries */
+		/* Committed.  Garbage only from here; the next tx retries. */
+		fx_journal_clear(d, 0);
+		fx_clean_scratch(d);
 	}
 	return 0;
 }
@@ -455,7 +462,12 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 	}
 	if ((r = fx_recover_locked(d)) < 0)
 		goto out;
-	if ((r = fx_plan_build(&P)) < 0 || (r = preflight(d, ut, &P)) < 0)
+	if ((r = fx_plan_build(&P)) < 0) {
+		d->failed_op = P.failed_op;
+		ut->ops_completed = P.failed_op >= 0 ? (uint64_t)P.failed_op : 0;
+		goto out;
+	}
+	if ((r = preflight(d, ut, &P)) < 0)
 		goto out;
 	journaled = P.nsteps || wants_undo(&P);
 	if (journaled && (r = fx_clean_scratch(d)) < 0)
@@ -464,7 +476,7 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 	    (r = fx_journal_write(d, P.steps, P.nsteps, P.caps, P.ncaps,
 				  P.nops)) < 0) {
 		/* Nothing changed; forget the half-written journal. */
-		fx_journal_commit(d);
+		fx_journal_clear(d, 1);
 		goto out;
 	}
 	r = execute(d, ut, &P, journaled);

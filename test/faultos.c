@@ -7,14 +7,18 @@
 #include "os.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <unistd.h>
 
 struct fo_state fo;
 
-static int gate(void)
+static int gate_n(const char *name)
 {
 	fo.calls++;
+	if (fo.trace)
+		fprintf(stderr, "[%ld %s]\n", fo.calls, name);
 	if (fo.mode == FO_KILL_BEFORE && fo.calls == fo.at)
 		kill(getpid(), SIGKILL);
 	if (fo.mode == FO_FAIL && (fo.calls == fo.at || (fo.sticky && fo.calls > fo.at)))
@@ -31,7 +35,7 @@ static void after(void)
 #define W(name, ret, params, args)                                          \
 	static ret w_##name params                                          \
 	{                                                                   \
-		int g = gate();                                             \
+		int g = gate_n(#name);                                      \
 		ret r;                                                      \
 		if (g)                                                      \
 			return g;                                           \
@@ -41,7 +45,6 @@ static void after(void)
 	}
 
 W(openat2, int, (int d, const char *p, int f, mode_t m, uint64_t rs), (d, p, f, m, rs))
-W(close, int, (int fd), (fd))
 W(pread, ssize_t, (int fd, void *b, size_t n, off_t o), (fd, b, n, o))
 W(pwrite, ssize_t, (int fd, const void *b, size_t n, off_t o), (fd, b, n, o))
 W(ftruncate, int, (int fd, off_t l), (fd, l))
@@ -65,13 +68,23 @@ W(flock, int, (int fd, int op), (fd, op))
 W(getdents, ssize_t, (int fd, void *b, size_t l), (fd, b, l))
 W(dup, int, (int fd), (fd))
 
-static int w_fsync(int fd) { fo.barriers++; fo.fsyncs++; int g = gate(); if (g) return g; int r = fstx_os_libc.fsync(fd); after(); return r; }
-static int w_fdatasync(int fd) { fo.barriers++; fo.fdatasyncs++; int g = gate(); if (g) return g; int r = fstx_os_libc.fdatasync(fd); after(); return r; }
-static int w_syncfs(int fd) { fo.barriers++; fo.syncfses++; int g = gate(); if (g) return g; int r = fstx_os_libc.syncfs(fd); after(); return r; }
+/* close(2) releases the fd even when it reports an error. */
+static int w_close(int fd)
+{
+	int g = gate_n("close"), r = fstx_os_libc.close(fd);
+
+	after();
+	return g ? g : r;
+}
+
+static int w_fsync(int fd) { fo.barriers++; fo.fsyncs++; int g = gate_n("fsync"); if (g) return g; int r = fstx_os_libc.fsync(fd); after(); return r; }
+static int w_fdatasync(int fd) { fo.barriers++; fo.fdatasyncs++; int g = gate_n("fdatasync"); if (g) return g; int r = fstx_os_libc.fdatasync(fd); after(); return r; }
+static int w_syncfs(int fd) { fo.barriers++; fo.syncfses++; int g = gate_n("syncfs"); if (g) return g; int r = fstx_os_libc.syncfs(fd); after(); return r; }
 
 void fo_install(enum fo_mode mode, long at, int err)
 {
-	fo = (struct fo_state){ .mode = mode, .at = at, .err = err };
+	fo = (struct fo_state){ .mode = mode, .at = at, .err = err,
+				.trace = getenv("FO_TRACE") != NULL };
 #define S(n) fstx_os.n = w_##n
 	S(openat2); S(close); S(pread); S(pwrite); S(fsync); S(fdatasync);
 	S(syncfs); S(ftruncate); S(fstat); S(fstatat); S(fstatvfs); S(fstatfs);

@@ -18,6 +18,7 @@ struct fo_state {
 	long calls;     /* calls seen */
 	long barriers;  /* fsync + fdatasync + syncfs calls seen */
 	long fsyncs, fdatasyncs, syncfses;
+	int trace;      /* FO_TRACE set: print every call */
 };
 
 extern struct fo_state fo;

@@ -1,0 +1,67 @@
+/*
+ * corpus.h - transactions used by the rollback, error-injection and crash
+ * tests.  Each runs on a tree made by t_populate(): files a, b (hard link
+ * "hard"), big (20000 bytes), old, d/c, d/e/f, directory empty, symlink
+ * ln -> d/c, xattr user.k on a.
+ */
+#ifndef FSTX_TEST_CORPUS_H
+#define FSTX_TEST_CORPUS_H
+
+static const char *const corpus[] = {
+	/* 0: everything at once */
+	"open 0 a O_RDWR\n"
+	"pwrite 0 \"ALPHA\" 0\n"
+	"pwrite 0 \"grown\" 50\n"
+	"open 1 n O_WRONLY|O_CREAT|O_EXCL 0600\n"
+	"pwrite 1 \"new file\" 0\n"
+	"close 1\n"
+	"setxattr n user.s \"sum\"\n"
+	"setxattr a user.k \"v2\" replace\n"
+	"removexattr a user.k\n"
+	"mkdir m 0700\n"
+	"symlink ../a m/l\n"
+	"link b m/b2\n"
+	"rename n m/n\n"
+	"truncate big 100\n"
+	"truncate d/c 20\n"
+	"unlink old\n"
+	"rmdir empty\n"
+	"rename d d2\n"
+	"open 2 d2/e/f O_RDWR|O_TRUNC\n"
+	"pwrite 2 \"F\" 0\n"
+	"open 3 big O_RDONLY\n"
+	"open 4 m/clone O_RDWR|O_CREAT\n"
+	"clonerange 4 3 0 50 0\n"
+	"rename a b\n"
+	"rename m d2/e exchange\n",
+	/* 1: replace an object: write new, rename into place, unlink old */
+	"open 0 obj.tmp O_WRONLY|O_CREAT|O_EXCL\n"
+	"pwrite 0 \"version two\" 0\n"
+	"close 0\n"
+	"rename obj.tmp a\n"
+	"unlink old\n",
+	/* 2: overwrite in place, several files, xattrs */
+	"open 0 a O_WRONLY\npwrite 0 \"A\" 0\nsetxattr a user.v \"1\"\n"
+	"open 1 b O_WRONLY\npwrite 1 \"B\" 3\nsetxattr b user.v \"2\"\n"
+	"open 2 d/c O_WRONLY\npwrite 2 \"C\" 1\nsetxattr d/c user.v \"3\"\n"
+	"open 3 big O_WRONLY\npwrite 3 \"BIG\" 10000\nsetxattr big user.v \"4\"\n",
+	/* 3: directory churn */
+	"mkdir x\nmkdir x/y\nopen 0 x/y/z O_WRONLY|O_CREAT\npwrite 0 \"z\" 0\n"
+	"rename d x/y/d\nrmdir empty\nmkdir empty 0711\nrename x/y/d/e e\n"
+	"unlink e/f\nrmdir e\n",
+	/* 4: truncate down and up, append */
+	"truncate big 10\ntruncate big 5000\nopen 0 big O_WRONLY|O_APPEND\n"
+	"pwrite 0 \"appended\" 0\ntruncate a 0\nopen 1 a O_WRONLY|O_APPEND\npwrite 1 \"x\" 0\n",
+	/* 5: exchange and hard links */
+	"rename a b exchange\nlink b b3\nunlink hard\nopen 0 b3 O_RDWR\npwrite 0 \"LINKED\" 0\n"
+	"rename ln ln2\nsymlink b ln\n",
+	/* 6: a transaction whose last op fails (rolls back all) */
+	"unlink a\nmkdir q\nopen 0 q/r O_WRONLY|O_CREAT\npwrite 0 \"r\" 0\nunlink missing\n",
+	/* 7: O_TRUNC of a hard-linked file, then rename over it */
+	"open 0 hard O_WRONLY|O_TRUNC\npwrite 0 \"hardtrunc\" 0\nclose 0\n"
+	"open 1 t O_WRONLY|O_CREAT\npwrite 1 \"t\" 0\nclose 1\nrename t b\n",
+};
+
+#define NCORPUS (sizeof(corpus) / sizeof(corpus[0]))
+
+#endif

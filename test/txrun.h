@@ -1,0 +1,60 @@
+/* txrun.h - run transaction text in-process (tests only). */
+#ifndef FSTX_TEST_TXRUN_H
+#define FSTX_TEST_TXRUN_H
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+#include "internal.h"
+#include "helpers.h"
+
+/* Parse and run text on dir; returns the fstx_usertrans result. */
+static inline long tx_text(const char *dir, const char *text, uint64_t *done)
+{
+	struct fx_txt t;
+	struct btrfs_ioctl_usertrans ut = { 0 };
+	long r = fx_txt_parse(text, strlen(text), AT_FDCWD, &t);
+	int fd;
+
+	if (r < 0) {
+		fx_txt_free(&t);
+		return -1000 + r; /* distinguishable from any errno */
+	}
+	ut.num_ops = t.nops;
+	ut.ops_ptr = (uint64_t)(uintptr_t)t.ops;
+	ut.num_fds = t.num_fds;
+	ut.flags = t.flags;
+	fd = t_dirfd(dir);
+	r = fstx_usertrans(fd, &ut);
+	close(fd);
+	if (done)
+		*done = ut.ops_completed;
+	fx_txt_free(&t);
+	return r;
+}
+
+static inline int domain_recover(const char *dir)
+{
+	fstx_domain *d;
+	int r = fstx_domain_open(dir, &d);
+
+	if (r == 0) {
+		r = fstx_recover(d);
+		fstx_domain_close(d);
+	}
+	return r;
+}
+
+static inline int journal_empty(const char *dir)
+{
+	char *p;
+	size_t len = 1;
+	char *c;
+
+	if (asprintf(&p, "%s/.fstx", dir) < 0)
+		return 0;
+	c = t_read(p, "journal", &len);
+	free(c);
+	free(p);
+	return len == 0;
+}
+#endif
