@@ -1,0 +1,214 @@
+/*
+ * test_crash.c - kill -9 at every OS call.  For every corpus transaction,
+ * a child runs it and is killed (SIGKILL, no cleanup) right before call k,
+ * and in another run right after it, for every k; the parent then recovers
+ * and checks the whole tree is exactly the before- or the after-state (and
+ * after, if the child had seen a 0 return).  Recovery itself is killed at
+ * every call too, then rerun.  Finally children are killed at random times.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "corpus.h"
+#include "faultos.h"
+#include "txrun.h"
+
+struct tally { long tx, points, before, after; };
+
+static char *fresh(void)
+{
+	char *d = t_mkdomain();
+
+	t_populate(d);
+	return d;
+}
+
+static void drop(char *d)
+{
+	t_rmtree(d);
+	free(d);
+}
+
+/* Run f in a child with the fault table set; returns the child's status. */
+static int child(const char *d, const char *text, enum fo_mode mode, long at,
+		 int recover_only)
+{
+	int st;
+	pid_t p = fork();
+
+	if (p == 0) {
+		long r;
+
+		fo_install(mode, at, 0);
+		r = recover_only ? domain_recover(d) : tx_text(d, text, NULL);
+		_exit(r == 0 ? 0 : r < 0 ? 1 : 2);
+	}
+	assert_true(p > 0);
+	assert_int_equal(waitpid(p, &st, 0), p);
+	return st;
+}
+
+static long count_calls(const char *text, int recover_only, const char *d0)
+{
+	char *d = d0 ? NULL : fresh();
+	int st, fds[2];
+	pid_t p;
+	long n = 0;
+
+	assert_int_equal(pipe(fds), 0);
+	p = fork();
+	if (p == 0) {
+		fo_install(FO_COUNT, 0, 0);
+		if (recover_only)
+			domain_recover(d0);
+		else
+			tx_text(d, text, NULL);
+		n = fo.calls;
+		if (write(fds[1], &n, sizeof(n)) != sizeof(n))
+			_exit(3);
+		_exit(0);
+	}
+	waitpid(p, &st, 0);
+	assert_int_equal(read(fds[0], &n, sizeof(n)), sizeof(n));
+	close(fds[0]);
+	close(fds[1]);
+	if (d)
+		drop(d);
+	return n;
+}
+
+static void check(const char *d, const char *before, const char *after,
+		  int committed, const char *what, size_t c, long k)
+{
+	char *now;
+	int r = domain_recover(d);
+
+	if (r < 0)
+		fail_msg("%s corpus %zu call %ld: recovery failed %d", what, c, k, r);
+	now = t_snapshot(d);
+	if (strcmp(now, before) && strcmp(now, after))
+		fail_msg("%s corpus %zu call %ld: torn state\n%s--- before:\n%s"
+			 "--- after:\n%s", what, c, k, now, before, after);
+	if (committed && strcmp(now, after))
+		fail_msg("%s corpus %zu call %ld: returned 0 but not after", what, c, k);
+	free(now);
+}
+
+static void states(size_t c, char **before, char **after)
+{
+	char *d = fresh();
+
+	*before = t_snapshot(d);
+	tx_text(d, corpus[c], NULL);
+	*after = t_snapshot(d);
+	drop(d);
+}
+
+static void kill_every_call(void **state)
+{
+	struct tally t = { 0 };
+	long rec_points = 0;
+
+	(void)state;
+	for (size_t c = 0; c < NCORPUS; c++) {
+		char *before, *after;
+		long n = count_calls(corpus[c], 0, NULL);
+
+		states(c, &before, &after);
+		t.tx++;
+		for (int m = 0; m < 2; m++) {
+			enum fo_mode mode = m ? FO_KILL_AFTER : FO_KILL_BEFORE;
+
+			for (long k = 1; k <= n; k++) {
+				char *d = fresh();
+				int st = child(d, corpus[c], mode, k, 0);
+				int committed = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+
+				t.points++;
+				/* kill the recovery of every few crash points, too */
+				if (!journal_empty(d) && k % 3 == 0) {
+					for (long j = 1; j <= 40; j++) {
+						int rs = child(d, NULL, FO_KILL_BEFORE, j, 1);
+
+						rec_points++;
+						if (WIFEXITED(rs))
+							break;
+					}
+				}
+				check(d, before, after, committed,
+				      m ? "kill-after" : "kill-before", c, k);
+				{
+					char *now = t_snapshot(d);
+
+					if (!strcmp(now, after))
+						t.after++;
+					else
+						t.before++;
+					free(now);
+				}
+				drop(d);
+			}
+		}
+		free(before);
+		free(after);
+	}
+	printf("kill: %ld tx, %ld crash points, %ld before-or-after (%ld before, "
+	       "%ld after), 0 torn; %ld kills during recovery\n", t.tx, t.points,
+	       t.before + t.after, t.before, t.after, rec_points);
+}
+
+/* kill -9 from outside at random moments. */
+static void kill_random(void **state)
+{
+	long points = 0;
+
+	(void)state;
+	srand((unsigned)time(NULL));
+	for (size_t c = 0; c < NCORPUS; c++) {
+		char *before, *after;
+
+		states(c, &before, &after);
+		for (int i = 0; i < 25; i++) {
+			char *d = fresh();
+			int st;
+			pid_t p = fork();
+
+			if (p == 0) {
+				long r = tx_text(d, corpus[c], NULL);
+
+				_exit(r == 0 ? 0 : 1);
+			}
+			usleep((useconds_t)(rand() % 3000));
+			kill(p, SIGKILL);
+			waitpid(p, &st, 0);
+			check(d, before, after, WIFEXITED(st) && WEXITSTATUS(st) == 0,
+			      "random-kill", c, i);
+			points++;
+			drop(d);
+		}
+		free(before);
+		free(after);
+	}
+	printf("random kill: %zu tx, %ld kills, 0 torn\n", NCORPUS, points);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(kill_every_call),
+		cmocka_unit_test(kill_random),
+	};
+
+	return cmocka_run_group_tests_name("crash", tests, NULL, NULL);
+}
