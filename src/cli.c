@@ -175,6 +175,7 @@ static int cmd_run(const char *dir, const char *file, int json)
 	size_t len = 0;
 	int fd, base, r, ex = EX_USAGE;
 	uint64_t bad;
+	const char *why;
 	long ret;
 
 	memset(&t, 0, sizeof(t));
@@ -206,15 +207,16 @@ static int cmd_run(const char *dir, const char *file, int json)
 	ut.flags = t.flags;
 	ut.data_bytes = t.data_bytes;
 	ut.metadata_ops = t.metadata_ops;
-	if (fx_validate(&ut, &bad) < 0) {
+	if (fx_validate_why(&ut, &bad, &why) < 0) {
 		static char msg[600];
 
+		ut.ops_completed = bad;
 		o.failed = (long)bad;
 		o.line = bad < t.nops ? t.lines[bad] : 0;
 		o.err = -EINVAL;
-		snprintf(msg, sizeof(msg), "line %u: %s: invalid op (bad fd index, "
-			 "argument or flag)", o.line,
-			 bad < t.nops ? fstx_op_name(t.ops[bad].op) : "transaction");
+		snprintf(msg, sizeof(msg), "line %u: %s: invalid: %s", o.line,
+			 bad < t.nops ? fstx_op_name(t.ops[bad].op) : "transaction",
+			 why ? why : "?");
 		o.msg = msg;
 		fprintf(stderr, "fstx: %s; nothing changed\n", msg);
 		goto out;

@@ -106,6 +106,8 @@ int fx_move(struct fstx_domain *d, const char *src, const char *dst);
 struct btrfs_ioctl_usertrans;
 long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut);
 int fx_validate(const struct btrfs_ioctl_usertrans *ut, uint64_t *bad);
+int fx_validate_why(const struct btrfs_ioctl_usertrans *ut, uint64_t *bad,
+		    const char **why);
 
 
 /* ---- txtext.c: the transaction text format (fstx-tx(5)) ---- */

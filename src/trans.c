@@ -42,77 +42,104 @@ static int bad_off_len(int64_t off, int64_t len)
 	return off < 0 || len < 0 || off > INT64_MAX - len;
 }
 
-static int check_fd(const uint8_t *live, uint64_t nfds, int64_t idx)
+static const char *check_fd(const uint8_t *live, uint64_t nfds, int64_t idx)
 {
-	return idx >= 0 && (uint64_t)idx < nfds && live[idx];
+	if (idx < 0 || (uint64_t)idx >= nfds)
+		return "fd index outside the fd table";
+	return live[idx] ? NULL : "fd index not opened by an earlier open (or closed)";
 }
 
-static int validate_op(const struct btrfs_ioctl_usertrans_op *op,
-		       uint8_t *live, uint64_t nfds)
+#define NEED(cond, why) do { if (!(cond)) return why; } while (0)
+
+/* NULL if op is valid, else why not.  Tracks which fd slots are open. */
+static const char *validate_op(const struct btrfs_ioctl_usertrans_op *op,
+			       uint8_t *live, uint64_t nfds)
 {
 	const __s64 *a = op->args;
+	const char *why;
 
-	if (op->flags & ~(uint64_t)FAIL_FLAGS)
-		return 0;
+	NEED(!(op->flags & ~(uint64_t)FAIL_FLAGS), "unknown op flag bits");
 	switch (op->op) {
 	case BTRFS_IOC_UT_OP_OPEN:
-		if (!a[0] || a[3] < 0 || (uint64_t)a[3] >= nfds || live[a[3]] ||
-		    (a[1] & ~(int64_t)OPEN_FLAGS) || (a[1] & O_ACCMODE) == 3 ||
-		    a[2] < 0 || a[2] > 07777)
-			return 0;
+		NEED(a[0], "NULL path");
+		NEED(a[3] >= 0 && (uint64_t)a[3] < nfds, "fd index outside the fd table");
+		NEED(!live[a[3]], "fd index already open");
+		NEED(!(a[1] & ~(int64_t)OPEN_FLAGS) && (a[1] & O_ACCMODE) != 3,
+		     "unsupported open flags");
+		NEED(a[2] >= 0 && a[2] <= 07777, "mode outside 0..07777");
 		live[a[3]] = 1;
-		return 1;
+		return NULL;
 	case BTRFS_IOC_UT_OP_CLOSE:
-		if (!check_fd(live, nfds, a[0]))
-			return 0;
+		if ((why = check_fd(live, nfds, a[0])))
+			return why;
 		live[a[0]] = 0;
-		return 1;
+		return NULL;
 	case BTRFS_IOC_UT_OP_PWRITE:
-		return check_fd(live, nfds, a[0]) && (a[1] || !a[2]) &&
-		       !bad_off_len(a[3], a[2]);
+		if ((why = check_fd(live, nfds, a[0])))
+			return why;
+		NEED(a[1] || !a[2], "NULL data");
+		NEED(!bad_off_len(a[3], a[2]), "negative or overflowing offset/length");
+		return NULL;
 	case BTRFS_IOC_UT_OP_UNLINK:
 	case BTRFS_IOC_UT_OP_RMDIR:
-		return a[0] != 0;
+		NEED(a[0], "NULL path");
+		return NULL;
 	case BTRFS_IOC_UT_OP_LINK:
 	case FSTX_OP_SYMLINK:
-		return a[0] && a[1];
+		NEED(a[0] && a[1], "NULL path");
+		return NULL;
 	case BTRFS_IOC_UT_OP_MKDIR:
-		return a[0] && a[1] >= 0 && a[1] <= 07777;
+		NEED(a[0], "NULL path");
+		NEED(a[1] >= 0 && a[1] <= 07777, "mode outside 0..07777");
+		return NULL;
 	case BTRFS_IOC_UT_OP_TRUNCATE:
-		return a[0] && a[1] >= 0;
+		NEED(a[0], "NULL path");
+		NEED(a[1] >= 0, "negative size");
+		return NULL;
 	case BTRFS_IOC_UT_OP_SETXATTR:
-		return a[0] && a[1] && (a[2] || !a[3]) && a[3] >= 0 &&
-		       a[3] <= FSTX_MAX_XATTR &&
-		       (a[4] == 0 || a[4] == XATTR_CREATE || a[4] == XATTR_REPLACE);
+		NEED(a[0] && a[1], "NULL path or name");
+		NEED(a[2] || !a[3], "NULL value");
+		NEED(a[3] >= 0 && a[3] <= FSTX_MAX_XATTR, "value length outside 0..65536");
+		NEED(a[4] == 0 || a[4] == XATTR_CREATE || a[4] == XATTR_REPLACE,
+		     "bad xattr flags");
+		return NULL;
 	case BTRFS_IOC_UT_OP_REMOVEXATTR:
-		return a[0] && a[1];
+		NEED(a[0] && a[1], "NULL path or name");
+		return NULL;
 	case BTRFS_IOC_UT_OP_CLONERANGE:
-		return check_fd(live, nfds, a[0]) && check_fd(live, nfds, a[1]) &&
-		       !bad_off_len(a[2], a[3]) && !bad_off_len(a[4], a[3]);
+		if ((why = check_fd(live, nfds, a[0])) || (why = check_fd(live, nfds, a[1])))
+			return why;
+		NEED(!bad_off_len(a[2], a[3]) && !bad_off_len(a[4], a[3]),
+		     "negative or overflowing offset/length");
+		return NULL;
 	case FSTX_OP_RENAME:
-		return a[0] && a[1] &&
-		       (a[2] == 0 || a[2] == RENAME_NOREPLACE ||
-			a[2] == RENAME_EXCHANGE);
+		NEED(a[0] && a[1], "NULL path");
+		NEED(a[2] == 0 || a[2] == RENAME_NOREPLACE || a[2] == RENAME_EXCHANGE,
+		     "bad rename flags");
+		return NULL;
 	default:
-		return 0;
+		return "unknown op";
 	}
 }
 
-int fx_validate(const struct btrfs_ioctl_usertrans *ut, uint64_t *bad)
+int fx_validate_why(const struct btrfs_ioctl_usertrans *ut, uint64_t *bad,
+		    const char **why)
 {
 	const struct btrfs_ioctl_usertrans_op *ops = (const void *)(intptr_t)ut->ops_ptr;
 	uint8_t *live;
 
 	*bad = 0;
+	*why = "num_ops or num_fds above the limit, NULL ops_ptr or unknown flags";
 	if (ut->num_ops > FSTX_MAX_OPS || ut->num_fds > FSTX_MAX_FDS ||
 	    (ut->num_ops && !ops) ||
 	    (ut->flags & ~(uint64_t)(BTRFS_IOC_UT_FLAG_WEDGEONFAIL | FSTX_UT_STRICT)))
 		return -EINVAL;
+	*why = NULL;
 	live = calloc(ut->num_fds ? ut->num_fds : 1, 1);
 	if (!live)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < ut->num_ops; i++) {
-		if (!validate_op(&ops[i], live, ut->num_fds)) {
+		if ((*why = validate_op(&ops[i], live, ut->num_fds))) {
 			*bad = i;
 			free(live);
 			return -EINVAL;
@@ -120,6 +147,13 @@ int fx_validate(const struct btrfs_ioctl_usertrans *ut, uint64_t *bad)
 	}
 	free(live);
 	return 0;
+}
+
+int fx_validate(const struct btrfs_ioctl_usertrans *ut, uint64_t *bad)
+{
+	const char *why;
+
+	return fx_validate_why(ut, bad, &why);
 }
 
 /* ---- execution ---------------------------------------------------------- */

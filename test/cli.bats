@@ -1,0 +1,161 @@
+#!/usr/bin/env bats
+# cli.bats - the fstx command: grammar, exit codes, JSON, messages.
+
+setup() {
+	FSTX="${FSTX_BIN:-$BATS_TEST_DIRNAME/../build/fstx}"
+	D="$(mktemp -d "${FSTX_TEST_DIR:-/tmp}/fstx-cli-XXXXXX")"
+	printf 'alpha\n' > "$D/a"
+	printf 'old\n' > "$D/old"
+	TX="$(mktemp -d /tmp/fstx-tx-XXXXXX)"
+}
+
+teardown() {
+	rm -rf "$D" "$TX"
+}
+
+snap() {
+	(cd "$D" && find . -mindepth 1 -path ./.fstx -prune -o -print0 | sort -z |
+		xargs -0 stat -c '%n %f %s %h' && find . -path ./.fstx -prune -o -type f -print0 |
+		sort -z | xargs -0 cat | md5sum)
+}
+
+@test "--help and --version" {
+	run "$FSTX" --help
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"fstx run DIR"* ]]
+	run "$FSTX" --version
+	[ "$status" -eq 0 ]
+	[[ "$output" == "fstx 0.1.0" ]]
+	run "$FSTX" frob
+	[ "$status" -eq 2 ]
+	run "$FSTX" --bogus
+	[ "$status" -eq 2 ]
+}
+
+@test "run commits and prints JSON" {
+	cat > "$TX/t.tx" <<'T'
+mkdir obj
+open 0 obj/new O_WRONLY|O_CREAT|O_EXCL
+pwrite 0 "payload" 0
+close 0
+rename obj/new obj/cur
+unlink old
+T
+	run "$FSTX" run "$D" "$TX/t.tx" --json
+	[ "$status" -eq 0 ]
+	[[ "$output" == '{"status":"committed","ops_completed":6,"failed_op":null,"line":null,"errno":null,"results":[0,0,7,0,0,0]}' ]]
+	[ "$(cat "$D/obj/cur")" = "payload" ]
+	[ ! -e "$D/old" ]
+}
+
+@test "a failing op rolls back: exit 1, line, op, path, errno" {
+	before="$(snap)"
+	printf 'unlink old\nmkdir m\nrmdir nothere\n' > "$TX/t.tx"
+	run "$FSTX" run "$D" "$TX/t.tx"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"line 3: rmdir \"nothere\": No such file or directory (ENOENT)"* ]]
+	[[ "$output" == *"nothing changed"* ]]
+	[ "$(snap)" = "$before" ]
+	run "$FSTX" run "$D" "$TX/t.tx" --json
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'"status":"rolled_back","ops_completed":2,"failed_op":2,"line":3,"errno":"ENOENT","results":[0,0,-2]'* ]]
+}
+
+@test "conditions and '-' change strictness" {
+	printf -- '-unlink nothere\nunlink nothere2 !ne -2\nunlink old\n' > "$TX/t.tx"
+	run "$FSTX" run "$D" "$TX/t.tx" --json
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"results":[-2,-2,0]'* ]]
+	printf 'unlink a !eq 0\n' > "$TX/t.tx"
+	run "$FSTX" run "$D" "$TX/t.tx" --json
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'"errno":"ECANCELED"'* ]]
+	[ -e "$D/a" ]
+}
+
+@test "parse errors exit 2 and change nothing" {
+	before="$(snap)"
+	printf 'unlink old\nfrobnicate x\n' > "$TX/t.tx"
+	run "$FSTX" run "$D" "$TX/t.tx"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"line 2: unknown op"* ]]
+	run "$FSTX" run "$D" "$TX/t.tx" --json
+	[ "$status" -eq 2 ]
+	[[ "$output" == *'"status":"invalid"'* ]]
+	[[ "$output" == *'"line":2'* ]]
+	[ "$(snap)" = "$before" ]
+}
+
+@test "validation errors exit 2 naming the op" {
+	printf 'unlink old\nclose 4\n' > "$TX/t.tx"
+	run "$FSTX" run "$D" "$TX/t.tx" --json
+	[ "$status" -eq 2 ]
+	[[ "$output" == *'"status":"invalid","ops_completed":1,"failed_op":1,"line":2,"errno":"EINVAL"'* ]]
+	[ -e "$D/old" ]
+}
+
+@test "stdin and @FILE relative to the transaction file" {
+	printf 'FROMFILE' > "$TX/data.bin"
+	printf 'open 0 f O_WRONLY|O_CREAT\npwrite 0 @data.bin 0\n' > "$TX/t.tx"
+	run "$FSTX" run "$D" "$TX/t.tx"
+	[ "$status" -eq 0 ]
+	[ "$(cat "$D/f")" = "FROMFILE" ]
+	run bash -c "printf 'unlink f\n' | '$FSTX' run '$D' -"
+	[ "$status" -eq 0 ]
+	[ ! -e "$D/f" ]
+	run "$FSTX" run "$D" "$TX/nonexistent.tx"
+	[ "$status" -eq 2 ]
+}
+
+@test "escaping paths and .fstx are refused" {
+	printf 'unlink ../x\n' > "$TX/t.tx"
+	run "$FSTX" run "$D" "$TX/t.tx" --json
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'"errno":"EXDEV"'* ]]
+	printf 'unlink .fstx/lock\n' > "$TX/t.tx"
+	run "$FSTX" run "$D" "$TX/t.tx" --json
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'"errno":"EPERM"'* ]]
+}
+
+@test "wedged domain: exit 3 until recover" {
+	"$FSTX" status "$D" >/dev/null
+	touch "$D/.fstx/wedged"
+	printf 'unlink old\n' > "$TX/t.tx"
+	run "$FSTX" run "$D" "$TX/t.tx" --json
+	[ "$status" -eq 3 ]
+	[[ "$output" == *'"status":"wedged"'* ]]
+	[[ "$output" == *'"errno":"EROFS"'* ]]
+	run "$FSTX" status "$D" --json
+	[ "$status" -eq 3 ]
+	[[ "$output" == *'"wedged":true'* ]]
+	run "$FSTX" recover "$D" --json
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"status":"recovered"'* ]]
+	run "$FSTX" run "$D" "$TX/t.tx"
+	[ "$status" -eq 0 ]
+}
+
+@test "a corrupt journal is refused with exit 3" {
+	"$FSTX" status "$D" >/dev/null
+	# a BEGIN header with a wrong checksum
+	printf 'FXJ1\001\000\000\000\030\000\000\000' > "$D/.fstx/journal"
+	head -c 44 /dev/zero >> "$D/.fstx/journal"
+	before="$(snap)"
+	run "$FSTX" recover "$D"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"corrupt"* ]]
+	printf 'unlink old\n' > "$TX/t.tx"
+	run "$FSTX" run "$D" "$TX/t.tx"
+	[ "$status" -eq 3 ]
+	[ "$(snap)" = "$before" ]
+}
+
+@test "status --json reports filesystem facts" {
+	run "$FSTX" status "$D" --json
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"hot":false'* ]]
+	[[ "$output" == *'"fs_type":"'* ]]
+	[[ "$output" == *'"block_size":'* ]]
+	[[ "$output" == *'"reflink":'* ]]
+}
