@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <linux/magic.h>
 
 static int ensure_dir(int dirfd, const char *name, int *created)
 {
@@ -30,6 +31,19 @@ static int ensure_dir(int dirfd, const char *name, int *created)
 	if (r == 0)
 		*created = 1;
 	return r == -EEXIST ? 0 : r;
+}
+
+/*
+ * Filesystem facts that change what fstx does or reports; the one place
+ * where filesystems differ.
+ */
+static void detect_fs(struct fstx_domain *d)
+{
+	struct statfs sf;
+
+	d->fs_magic = fstx_os.fstatfs(d->root, &sf) == 0 ? (long)sf.f_type : 0;
+	/* POSIX allows EEXIST or ENOTEMPTY; xfs gives EEXIST for rename. */
+	d->enotempty = d->fs_magic == XFS_SUPER_MAGIC ? EEXIST : ENOTEMPTY;
 }
 
 int fx_domain_init(struct fstx_domain *d, int dirfd)
@@ -71,6 +85,7 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 		goto fail;
 	}
 	d->jfd = fd;
+	detect_fs(d);
 	if (created) {
 		/* New names must be durable before a journal relies on them. */
 		if ((r = fstx_os.fsync(d->meta)) < 0 ||

@@ -27,6 +27,9 @@ struct fstx_domain {
 	uint64_t jend;  /* journal: end of the planned segment */
 	uint32_t jseq;  /* journal: sequence number after END */
 	long mark;      /* progress mark step number, -1: none */
+	/* Filesystem facts, detected once per handle (domain.c). */
+	long fs_magic;
+	int enotempty;  /* errno of rename over a non-empty dir: xfs EEXIST */
 };
 
 /* ---- crc32c.c ---- */

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# run.sh BUILD_DIR - run every test suite on every filesystem of the matrix
+# (ext4, xfs, btrfs loop images and tmpfs when root; the scratch directory's
+# own filesystem always) and print per-filesystem and total summaries.
+# Images and mounts are always removed, also on failure or interrupt.
+set -u
+B=${1:-build}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/fstx-check-XXXXXX")
+MOUNTS=()
+total_pass=0 total_fail=0 total_skip=0
+summary=()
+
+cleanup() {
+	for m in "${MOUNTS[@]}"; do
+		umount "$m" 2>/dev/null || { sleep 1; umount "$m" 2>/dev/null; } ||
+			umount -l "$m" 2>/dev/null
+	done
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# mkfs_mount FS: prints the mount point, or a skip reason on stderr.
+mkfs_mount() {
+	local fs=$1 img="$WORK/$1.img" mnt="$WORK/$1"
+	mkdir -p "$mnt"
+	if [ "$fs" = tmpfs ]; then
+		mount -t tmpfs -o size=1g tmpfs "$mnt" 2>/dev/null || return 1
+	else
+		grep -qw "$fs" /proc/filesystems || modprobe "$fs" 2>/dev/null
+		grep -qw "$fs" /proc/filesystems || { echo "kernel lacks $fs" >&2; return 1; }
+		command -v "mkfs.$fs" >/dev/null || { echo "mkfs.$fs missing" >&2; return 1; }
+		truncate -s 1G "$img"
+		case $fs in
+		ext4) mkfs.ext4 -q -F "$img" ;;
+		xfs) mkfs.xfs -q -f "$img" ;;
+		btrfs) mkfs.btrfs -q -f "$img" >/dev/null ;;
+		esac || { echo "mkfs.$fs failed" >&2; return 1; }
+		mount -o loop "$img" "$mnt" 2>/dev/null || { echo "cannot loop-mount $fs" >&2; return 1; }
+	fi
+	MOUNTS+=("$mnt")
+	echo "$mnt"
+}
+
+# count a suite's test results from its output
+tally() {
+	local out=$1 p f
+	if grep -q '^1\.\.' "$out"; then # TAP (bats)
+		p=$(grep -c '^ok ' "$out")
+		f=$(grep -c '^not ok ' "$out")
+	else # cmocka
+		p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -1)
+		f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -1)
+	fi
+	echo "${p:-0} ${f:-0}"
+}
+
+run_fs() {
+	local name=$1 dir=$2 pass=0 fail=0 out rc p f
+	echo "=== $name ($dir)"
+	for t in test_abi test_ops test_txtext test_rollback test_crash cli.bats; do
+		out="$WORK/$name.$t.log"
+		if [ "$t" = cli.bats ]; then
+			FSTX_TEST_DIR=$dir FSTX_BIN="$ROOT/$B/fstx" bats "$ROOT/test/cli.bats" >"$out" 2>&1
+		else
+			FSTX_TEST_DIR=$dir "$ROOT/$B/$t" >"$out" 2>&1
+		fi
+		rc=$?
+		read -r p f < <(tally "$out")
+		[ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+		pass=$((pass + p)) fail=$((fail + f))
+		grep -E '^(kill|random kill|errors|rollback):' "$out" | sed "s/^/  $name: /"
+		if [ "$rc" -ne 0 ]; then
+			echo "  $t FAILED on $name:"
+			grep -E 'ERROR|FAILED|not ok|^#' "$out" | head -20 | sed 's/^/    /'
+		else
+			echo "  $t: $p passed"
+		fi
+	done
+	summary+=("$name: $pass passed, $fail failed")
+	total_pass=$((total_pass + pass)) total_fail=$((total_fail + fail))
+}
+
+run_fs "scratch-$(stat -f -c %T "$WORK" | tr -c "a-z0-9\n" _)" "$WORK"
+for fs in ext4 xfs btrfs tmpfs; do
+	if [ "$(id -u)" -ne 0 ]; then
+		summary+=("$fs: skipped (not root: cannot mount)")
+		total_skip=$((total_skip + 1))
+		continue
+	fi
+	if mnt=$(mkfs_mount "$fs" 2>"$WORK/why"); then
+		run_fs "$fs" "$mnt"
+	else
+		summary+=("$fs: skipped ($(cat "$WORK/why" 2>/dev/null || echo unavailable))")
+		total_skip=$((total_skip + 1))
+	fi
+done
+
+echo
+echo "=== summary"
+printf '%s\n' "${summary[@]}"
+echo "total: $total_pass passed, $total_fail failed, $total_skip skipped"
+[ "$total_fail" -eq 0 ]
