@@ -43,10 +43,13 @@ $(B)/test_%: test/test_%.c test/helpers.c test/helpers.h test/faultos.c $(B)/lib
 	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes $(LDFLAGS) -o $@ $< test/helpers.c \
 		test/faultos.c $(B)/libfstx.a -lcmocka
 
+$(B)/seed_usertrans $(B)/ergonomic: $(B)/%: examples/%.c $(B)/libfstx.a
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libfstx.a
+
 deps:
 	@bash tools/deps.sh
 
-check: deps all $(TEST_BIN)
+check: deps all $(TEST_BIN) $(B)/seed_usertrans $(B)/ergonomic
 	@bash test/run.sh $(B)
 
 demo: $(B)/fstx

@@ -59,9 +59,11 @@ tally() {
 run_fs() {
 	local name=$1 dir=$2 pass=0 fail=0 out rc p f
 	echo "=== $name ($dir)"
-	for t in test_abi test_ops test_txtext test_rollback test_crash cli.bats; do
+	for t in test_abi test_ops test_txtext test_rollback test_crash cli.bats examples; do
 		out="$WORK/$name.$t.log"
-		if [ "$t" = cli.bats ]; then
+		if [ "$t" = examples ]; then
+			(cd "$ROOT" && FSTX_TEST_DIR=$dir bash examples/run.sh "$B") >"$out" 2>&1
+		elif [ "$t" = cli.bats ]; then
 			FSTX_TEST_DIR=$dir FSTX_BIN="$ROOT/$B/fstx" bats "$ROOT/test/cli.bats" >"$out" 2>&1
 		else
 			FSTX_TEST_DIR=$dir "$ROOT/$B/$t" >"$out" 2>&1
@@ -82,7 +84,7 @@ run_fs() {
 	total_pass=$((total_pass + pass)) total_fail=$((total_fail + fail))
 }
 
-run_fs "scratch-$(stat -f -c %T "$WORK" | tr -c "a-z0-9\n" _)" "$WORK"
+run_fs scratch "$WORK"
 for fs in ext4 xfs btrfs tmpfs; do
 	if [ "$(id -u)" -ne 0 ]; then
 		summary+=("$fs: skipped (not root: cannot mount)")

@@ -321,6 +321,8 @@ static void enospc_preflight(void **state)
 		.ops_ptr = (__u64)(intptr_t)&op, .data_bytes = UINT64_MAX / 2 };
 	assert_int_equal(fstx_usertrans(fd, &ut), -ENOSPC);
 	assert_int_equal(ut.ops_completed, 0);
+	after = t_snapshot(d);
+	assert_string_equal(before, after);
 	ut.data_bytes = 0;
 	ut.metadata_ops = UINT64_MAX / 2;
 	{
@@ -331,8 +333,6 @@ static void enospc_preflight(void **state)
 		assert_int_equal(fstx_usertrans(fd, &ut), sv.f_files ? -ENOSPC : 0);
 	}
 	close(fd);
-	after = t_snapshot(d);
-	assert_string_equal(before, after);
 	free(before);
 	free(after);
 }

@@ -1,0 +1,41 @@
+/*
+ * ergonomic.c - the same transaction as seed_usertrans.c, with the
+ * ergonomic API (strict by default).  Usage: ergonomic DIR
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <fstx.h>
+
+int main(int argc, char **argv)
+{
+	static const char data[] = "object contents, version 2\n";
+	fstx_domain *d;
+	fstx_tx *tx;
+	int r, fd;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s DIR\n", argv[0]);
+		return 2;
+	}
+	if ((r = fstx_domain_open(argv[1], &d)) < 0) {
+		fprintf(stderr, "%s: %s\n", argv[1], strerror(-r));
+		return 2;
+	}
+	fstx_tx_new(d, &tx);
+	fd = fstx_tx_open(tx, "obj.new", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	fstx_tx_pwrite(tx, fd, data, sizeof(data) - 1, 0);
+	fstx_tx_close(tx, fd);
+	fstx_tx_setxattr(tx, "obj.new", "user.version", "2", 1, 0);
+	fstx_tx_rename(tx, "obj.new", "obj", 0); /* replaces obj atomically */
+	r = fstx_tx_commit(tx);
+	if (r < 0)
+		fprintf(stderr, "op %ld (%s) failed: %s; nothing changed\n",
+			fstx_tx_failed_op(tx), "see fstx_tx_result", strerror(-r));
+	else
+		printf("committed %zu ops\n", fstx_tx_num_ops(tx));
+	fstx_tx_free(tx);
+	fstx_domain_close(d);
+	return r < 0;
+}
