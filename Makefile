@@ -49,8 +49,16 @@ $(B)/seed_usertrans $(B)/ergonomic: $(B)/%: examples/%.c $(B)/libfstx.a
 deps:
 	@bash tools/deps.sh
 
-check: deps all $(TEST_BIN) $(B)/seed_usertrans $(B)/ergonomic
+EXAMPLES := $(B)/seed_usertrans $(B)/ergonomic
+
+# The whole suite on every filesystem, then once more under ASan+UBSan.
+check: deps all $(TEST_BIN) $(EXAMPLES)
 	@bash test/run.sh $(B)
+	@$(MAKE) --no-print-directory SAN=1 check-san
+
+check-san: all $(TEST_BIN) $(EXAMPLES)
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 FSTX_MATRIX= \
+		FSTX_LABEL=asan+ubsan bash test/run.sh $(B)
 
 demo: $(B)/fstx
 	@bash examples/demo.sh $(B)/fstx
@@ -58,4 +66,4 @@ demo: $(B)/fstx
 clean:
 	rm -rf build build-san
 
-.PHONY: all check demo clean deps
+.PHONY: all check check-san demo clean deps

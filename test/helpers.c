@@ -178,7 +178,8 @@ static void snap(struct sb *b, const char *root, const char *rel)
 		names[n++] = strdup(e->d_name);
 	}
 	closedir(d);
-	qsort(names, n, sizeof(*names), cmp);
+	if (n)
+		qsort(names, n, sizeof(*names), cmp);
 	for (size_t i = 0; i < n; i++) {
 		char *r, *full;
 		struct stat st;

@@ -84,8 +84,8 @@ run_fs() {
 	total_pass=$((total_pass + pass)) total_fail=$((total_fail + fail))
 }
 
-run_fs scratch "$WORK"
-for fs in ext4 xfs btrfs tmpfs; do
+run_fs "${FSTX_LABEL:-scratch}" "$WORK"
+for fs in ${FSTX_MATRIX-ext4 xfs btrfs tmpfs}; do
 	if [ "$(id -u)" -ne 0 ]; then
 		summary+=("$fs: skipped (not root: cannot mount)")
 		total_skip=$((total_skip + 1))

@@ -66,7 +66,7 @@ static void rollback_every_position(void **state)
 	for (size_t c = 0; c < NCORPUS; c++) {
 		size_t nlines = 0;
 
-		prefix_fail(corpus[c], 0, &nlines);
+		free(prefix_fail(corpus[c], 0, &nlines));
 		for (size_t k = 0; k <= nlines; k++) {
 			char *before, *after, *d = fresh(&before);
 			char *text = prefix_fail(corpus[c], k, NULL);
