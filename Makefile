@@ -39,7 +39,7 @@ $(B)/libfstx.so.$(SOVER): $(LIB_OBJ) src/libfstx.map
 $(B)/fstx: src/cli.c $(B)/libfstx.a
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ src/cli.c $(B)/libfstx.a
 
-$(B)/test_%: test/test_%.c test/helpers.c test/helpers.h test/faultos.c $(B)/libfstx.a
+$(B)/test_%: test/test_%.c test/helpers.c test/*.h test/faultos.c $(B)/libfstx.a
 	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes $(LDFLAGS) -o $@ $< test/helpers.c \
 		test/faultos.c $(B)/libfstx.a -lcmocka
 

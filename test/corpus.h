@@ -62,6 +62,114 @@ static const char *const corpus[] = {
 	"open 1 t O_WRONLY|O_CREAT\npwrite 1 \"t\" 0\nclose 1\nrename t b\n",
 };
 
-#define NCORPUS (sizeof(corpus) / sizeof(corpus[0]))
+#define NFIXED (sizeof(corpus) / sizeof(corpus[0]))
+#define NGEN 44
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * Generated transactions: NGEN random mixes of all 13 ops over the
+ * populated tree (fixed seed, so every run checks the same ones).  About
+ * half the ops ignore their result ('-'), so a transaction goes on past
+ * failures; the rest are strict and may force a rollback part way.
+ */
+static const char *gen_op(unsigned *seed, char *buf, size_t n, int *fds)
+{
+	static const char *const paths[] = {
+		"a", "b", "big", "old", "hard", "ln", "d", "d/c", "d/e", "d/e/f",
+		"empty", "n1", "n2", "m", "m/x", "d/n3", "empty/y",
+	};
+	const size_t np = sizeof(paths) / sizeof(paths[0]);
+	const char *p = paths[rand_r(seed) % np], *q = paths[rand_r(seed) % np];
+	int k = rand_r(seed) % 13, fd = rand_r(seed) % 3;
+
+	switch (k) {
+	case 0:
+	case 1:
+		if (fds[fd])
+			snprintf(buf, n, "pwrite %d \"w%u\" %u", fd, rand_r(seed) % 100,
+				 rand_r(seed) % 30000);
+		else {
+			static const char *const fl[] = { "O_RDWR", "O_WRONLY|O_CREAT",
+				"O_RDWR|O_TRUNC", "O_WRONLY|O_APPEND", "O_RDWR|O_CREAT|O_EXCL" };
+			snprintf(buf, n, "open %d %s %s", fd, p, fl[rand_r(seed) % 5]);
+			fds[fd] = 1;
+		}
+		break;
+	case 2:
+		if (fds[fd]) {
+			snprintf(buf, n, "close %d", fd);
+			fds[fd] = 0;
+		} else
+			snprintf(buf, n, "unlink %s", p);
+		break;
+	case 3: snprintf(buf, n, "unlink %s", p); break;
+	case 4: snprintf(buf, n, "link %s %s", p, q); break;
+	case 5: snprintf(buf, n, "mkdir %s", p); break;
+	case 6: snprintf(buf, n, "rmdir %s", p); break;
+	case 7: snprintf(buf, n, "truncate %s %u", p, rand_r(seed) % 25000); break;
+	case 8: snprintf(buf, n, "setxattr %s user.g \"%u\"", p, rand_r(seed) % 9); break;
+	case 9: snprintf(buf, n, "removexattr %s user.k", p); break;
+	case 10:
+		if (fds[0] && fds[1])
+			snprintf(buf, n, "clonerange 0 1 %u %u %u", rand_r(seed) % 100,
+				 rand_r(seed) % 5000, rand_r(seed) % 100);
+		else
+			snprintf(buf, n, "rename %s %s", p, q);
+		break;
+	case 11: {
+		static const char *const fl[] = { "", " noreplace", " exchange" };
+		snprintf(buf, n, "rename %s %s%s", p, q, fl[rand_r(seed) % 3]);
+		break;
+	}
+	default: snprintf(buf, n, "symlink %s %s", q, p); break;
+	}
+	return buf;
+}
+
+/* Transaction i of the corpus (fixed ones first); caller frees. */
+static char *corpus_tx(size_t i)
+{
+	unsigned seed = (unsigned)(i * 7919 + 17);
+	int fds[3] = { 0 }, nops;
+	size_t cap = 4096, len = 0;
+	char *out, line[256];
+
+	if (i < NFIXED)
+		return strdup(corpus[i]);
+	out = malloc(cap);
+	if (!out)
+		abort();
+	out[0] = 0;
+	nops = 4 + rand_r(&seed) % 10;
+	for (int k = 0; k < nops; k++) {
+		const char *op = gen_op(&seed, line, sizeof(line), fds);
+		int ignore = k < nops - 1 && rand_r(&seed) % 2;
+
+		len += (size_t)snprintf(out + len, cap - len, "%s%s\n", ignore ? "-" : "", op);
+	}
+	return out;
+}
+
+/* How many corpus transactions a suite runs: FSTX_CORPUS (default all). */
+static size_t corpus_count(void)
+{
+	const char *e = getenv("FSTX_CORPUS");
+	size_t n = e && *e ? strtoul(e, NULL, 10) : NFIXED + NGEN;
+
+	return n && n < NFIXED + NGEN ? n : NFIXED + NGEN;
+}
+
+static char *cx[NFIXED + NGEN];
+static size_t ncx;
+
+static void corpus_load(void)
+{
+	ncx = corpus_count();
+	for (size_t i = 0; i < ncx; i++)
+		cx[i] = corpus_tx(i);
+}
 
 #endif

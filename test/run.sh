@@ -56,8 +56,13 @@ tally() {
 	echo "${p:-0} ${f:-0}"
 }
 
+# The whole corpus on the first filesystem, FSTX_CORPUS_OTHERS (default
+# 12) transactions on the others: the bounded run of make check.
 run_fs() {
 	local name=$1 dir=$2 pass=0 fail=0 out rc p f
+	export FSTX_CORPUS=${FSTX_CORPUS_FIRST:-}
+	[ -n "${FIRST_DONE:-}" ] && export FSTX_CORPUS=${FSTX_CORPUS_OTHERS:-12}
+	FIRST_DONE=1
 	echo "=== $name ($dir)"
 	for t in test_abi test_ops test_txtext test_rollback test_crash cli.bats examples; do
 		out="$WORK/$name.$t.log"

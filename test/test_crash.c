@@ -110,7 +110,7 @@ static void states(size_t c, char **before, char **after)
 	char *d = fresh();
 
 	*before = t_snapshot(d);
-	tx_text(d, corpus[c], NULL);
+	tx_text(d, cx[c], NULL);
 	*after = t_snapshot(d);
 	drop(d);
 }
@@ -121,9 +121,9 @@ static void kill_every_call(void **state)
 	long rec_points = 0;
 
 	(void)state;
-	for (size_t c = 0; c < NCORPUS; c++) {
+	for (size_t c = 0; c < ncx; c++) {
 		char *before, *after;
-		long n = count_calls(corpus[c], 0, NULL);
+		long n = count_calls(cx[c], 0, NULL);
 
 		states(c, &before, &after);
 		t.tx++;
@@ -132,7 +132,7 @@ static void kill_every_call(void **state)
 
 			for (long k = 1; k <= n; k++) {
 				char *d = fresh();
-				int st = child(d, corpus[c], mode, k, 0);
+				int st = child(d, cx[c], mode, k, 0);
 				int committed = WIFEXITED(st) && WEXITSTATUS(st) == 0;
 
 				t.points++;
@@ -175,7 +175,7 @@ static void kill_random(void **state)
 
 	(void)state;
 	srand((unsigned)time(NULL));
-	for (size_t c = 0; c < NCORPUS; c++) {
+	for (size_t c = 0; c < ncx; c++) {
 		char *before, *after;
 
 		states(c, &before, &after);
@@ -185,7 +185,7 @@ static void kill_random(void **state)
 			pid_t p = fork();
 
 			if (p == 0) {
-				long r = tx_text(d, corpus[c], NULL);
+				long r = tx_text(d, cx[c], NULL);
 
 				_exit(r == 0 ? 0 : 1);
 			}
@@ -200,7 +200,7 @@ static void kill_random(void **state)
 		free(before);
 		free(after);
 	}
-	printf("random kill: %zu tx, %ld kills, 0 torn\n", NCORPUS, points);
+	printf("random kill: %zu tx, %ld kills, 0 torn\n", ncx, points);
 }
 
 int main(void)
@@ -210,5 +210,6 @@ int main(void)
 		cmocka_unit_test(kill_random),
 	};
 
+	corpus_load();
 	return cmocka_run_group_tests_name("crash", tests, NULL, NULL);
 }

@@ -63,13 +63,13 @@ static void rollback_every_position(void **state)
 	size_t total = 0;
 
 	(void)state;
-	for (size_t c = 0; c < NCORPUS; c++) {
+	for (size_t c = 0; c < ncx; c++) {
 		size_t nlines = 0;
 
-		free(prefix_fail(corpus[c], 0, &nlines));
+		free(prefix_fail(cx[c], 0, &nlines));
 		for (size_t k = 0; k <= nlines; k++) {
 			char *before, *after, *d = fresh(&before);
-			char *text = prefix_fail(corpus[c], k, NULL);
+			char *text = prefix_fail(cx[c], k, NULL);
 			uint64_t done;
 			long r = tx_text(d, text, &done);
 
@@ -90,14 +90,14 @@ static void rollback_every_position(void **state)
 	printf("rollback: %zu positions, all restored\n", total);
 }
 
-/* The after-state of corpus c, from a clean run. */
-static char *after_state(size_t c, long *calls)
+/* The after-state of corpus c, from a clean run, and its op results. */
+static char *after_state(size_t c, long *calls, __s64 *res)
 {
 	char *d = fresh(NULL), *s;
 	long r;
 
 	fo_install(FO_COUNT, 0, 0);
-	r = tx_text(d, corpus[c], NULL);
+	r = tx_run_pinned(d, cx[c], NULL, NULL, res);
 	*calls = fo.calls;
 	fo_remove();
 	s = r == 0 ? t_snapshot(d) : NULL;
@@ -110,9 +110,10 @@ struct tally { long points, committed, rolled, recovered; };
 static void inject(size_t c, int err, int sticky, struct tally *t)
 {
 	char *before = NULL, *after_s;
+	__s64 res[64];
 	long calls;
 
-	after_s = after_state(c, &calls);
+	after_s = after_state(c, &calls, res);
 	for (long k = 1; k <= calls; k++) {
 		char *d = fresh(before ? NULL : &before), *now;
 		long r;
@@ -120,7 +121,7 @@ static void inject(size_t c, int err, int sticky, struct tally *t)
 
 		fo_install(FO_FAIL, k, err);
 		fo.sticky = sticky;
-		r = tx_text(d, corpus[c], NULL);
+		r = tx_run_pinned(d, cx[c], NULL, after_s ? res : NULL, NULL);
 		fo_remove();
 		hot = !journal_empty(d);
 		/* recovery also empties trash a failed cleanup left behind */
@@ -160,12 +161,12 @@ static void error_injection(void **state)
 		for (int sticky = 0; sticky <= 1; sticky++) {
 			struct tally t = { 0 };
 
-			for (size_t c = 0; c < NCORPUS; c++)
+			for (size_t c = 0; c < ncx; c++)
 				inject(c, errs[e], sticky, &t);
 			printf("errors: %s%s: %zu tx, %ld fault points, %ld committed, "
 			       "%ld rolled back (%ld left a hot journal, recovered), 0 torn\n",
 			       errs[e] == EIO ? "EIO" : "ENOSPC", sticky ? " (sticky)" : "",
-			       NCORPUS, t.points, t.committed, t.rolled, t.recovered);
+			       ncx, t.points, t.committed, t.rolled, t.recovered);
 		}
 	}
 }
@@ -218,5 +219,6 @@ int main(void)
 		cmocka_unit_test(wedge_on_failed_rollback),
 	};
 
+	corpus_load();
 	return cmocka_run_group_tests_name("rollback", tests, NULL, NULL);
 }

@@ -2,13 +2,21 @@
 #ifndef FSTX_TEST_TXRUN_H
 #define FSTX_TEST_TXRUN_H
 #include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "internal.h"
 #include "helpers.h"
 
-/* Parse and run text on dir; returns the fstx_usertrans result. */
-static inline long tx_text(const char *dir, const char *text, uint64_t *done)
+/*
+ * Parse and run text on dir; returns the fstx_usertrans result.  With pin,
+ * every op fails the transaction unless its result equals pin[i] (so an
+ * injected error in an op whose result the text ignores still rolls back);
+ * with out, the results are stored there (at most 64).
+ */
+static inline long tx_run_pinned(const char *dir, const char *text,
+				 uint64_t *done, const __s64 *pin, __s64 *out)
 {
 	struct fx_txt t;
 	struct btrfs_ioctl_usertrans ut = { 0 };
@@ -19,6 +27,10 @@ static inline long tx_text(const char *dir, const char *text, uint64_t *done)
 		fx_txt_free(&t);
 		return -1000 + r; /* distinguishable from any errno */
 	}
+	for (size_t i = 0; pin && i < t.nops && i < 64; i++) {
+		t.ops[i].flags = BTRFS_IOC_UT_OP_FLAG_FAIL_ON_NE;
+		t.ops[i].rval = pin[i];
+	}
 	ut.num_ops = t.nops;
 	ut.ops_ptr = (uint64_t)(uintptr_t)t.ops;
 	ut.num_fds = t.num_fds;
@@ -28,8 +40,15 @@ static inline long tx_text(const char *dir, const char *text, uint64_t *done)
 	close(fd);
 	if (done)
 		*done = ut.ops_completed;
+	for (size_t i = 0; out && i < t.nops && i < 64; i++)
+		out[i] = t.ops[i].rval;
 	fx_txt_free(&t);
 	return r;
+}
+
+static inline long tx_text(const char *dir, const char *text, uint64_t *done)
+{
+	return tx_run_pinned(dir, text, done, NULL, NULL);
 }
 
 static inline int domain_recover(const char *dir)
