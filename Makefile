@@ -17,7 +17,7 @@ LIB_SRC := src/os.c src/crc32c.c src/domain.c src/journal.c src/plan.c \
 LIB_OBJ := $(LIB_SRC:src/%.c=$(B)/%.o)
 SOVER := 0
 
-TESTS := test_abi test_ops test_rollback test_crash test_txtext
+TESTS := test_abi test_ops test_rollback test_crash test_txtext test_powerloss
 TEST_BIN := $(TESTS:%=$(B)/%)
 
 all: $(B)/libfstx.a $(B)/libfstx.so.$(SOVER) $(B)/fstx
@@ -57,8 +57,13 @@ check: deps all $(TEST_BIN) $(EXAMPLES)
 	@$(MAKE) --no-print-directory SAN=1 check-san
 
 check-san: all $(TEST_BIN) $(EXAMPLES)
-	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 FSTX_MATRIX= \
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 FSTX_MATRIX= FSTX_CORPUS_FIRST=12 \
 		FSTX_LABEL=asan+ubsan bash test/run.sh $(B)
+
+# The whole crash/error harness: every corpus transaction on every filesystem.
+crashtest: deps all $(TEST_BIN)
+	@FSTX_CORPUS_OTHERS=0 FSTX_SUITES="test_rollback test_crash test_powerloss" \
+		bash test/run.sh $(B)
 
 demo: $(B)/fstx
 	@bash examples/demo.sh $(B)/fstx
@@ -66,4 +71,4 @@ demo: $(B)/fstx
 clean:
 	rm -rf build build-san
 
-.PHONY: all check check-san demo clean deps
+.PHONY: all check check-san crashtest demo clean deps

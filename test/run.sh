@@ -64,7 +64,7 @@ run_fs() {
 	[ -n "${FIRST_DONE:-}" ] && export FSTX_CORPUS=${FSTX_CORPUS_OTHERS:-12}
 	FIRST_DONE=1
 	echo "=== $name ($dir)"
-	for t in test_abi test_ops test_txtext test_rollback test_crash cli.bats examples; do
+	for t in ${FSTX_SUITES:-test_abi test_ops test_txtext test_rollback test_crash test_powerloss cli.bats examples}; do
 		out="$WORK/$name.$t.log"
 		if [ "$t" = examples ]; then
 			(cd "$ROOT" && FSTX_TEST_DIR=$dir bash examples/run.sh "$B") >"$out" 2>&1
@@ -77,7 +77,7 @@ run_fs() {
 		read -r p f < <(tally "$out")
 		[ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
 		pass=$((pass + p)) fail=$((fail + f))
-		grep -E '^(kill|random kill|errors|rollback):' "$out" | sed "s/^/  $name: /"
+		grep -E '^(kill|random kill|errors|rollback|power-loss):' "$out" | sed "s/^/  $name: /"
 		if [ "$rc" -ne 0 ]; then
 			echo "  $t FAILED on $name:"
 			grep -E 'ERROR|FAILED|not ok|^#' "$out" | head -20 | sed 's/^/    /'

@@ -1,0 +1,603 @@
+/*
+ * test_powerloss.c - simulated power loss (in the manner of SQLite's
+ * test6.c).  A layer over the ops table records, since the last barrier,
+ *   - every data change (pwrite, ftruncate, clone/copy) with the bytes and
+ *     size it replaced, per inode;
+ *   - every namespace or xattr change, in order, with how to undo it.
+ * At a crash point (right before each barrier of a transaction, and after
+ * it returned) the child copies the domain 20 times and in each copy
+ *   - drops a random suffix of the unsynced namespace changes (journaling
+ *     filesystems persist them in order: a prefix survives), and
+ *   - keeps, drops or tears at 512-byte sectors each unsynced data write,
+ * then runs recovery and checks the tree is exactly before or after (after
+ * if the transaction had returned 0).
+ * Barrier model: fsync/fdatasync of a file makes its data durable and, as
+ * a journal commit does, every namespace change before it; syncfs all.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <dirent.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "corpus.h"
+#include "faultos.h"
+#include "txrun.h"
+
+#define STATES 20
+#define DIE(what) do { fprintf(stderr, "powerloss: %s: %s (line %d)\n", what, strerror(errno), __LINE__); abort(); } while (0)
+#define SECTOR 512
+
+enum { M_RENAME, M_EXCHANGE, M_CREATE, M_MKDIR, M_UNLINK, M_RMDIR, M_XATTR };
+
+struct meta {          /* one unsynced namespace/xattr change */
+	int kind;
+	char *a, *b;       /* paths relative to the domain */
+	mode_t mode;
+	uint64_t ino;      /* M_XATTR */
+	char *name;
+	char *val;
+	ssize_t vlen;      /* -1: was absent */
+};
+
+struct data {          /* one unsynced data change of inode ino */
+	uint64_t ino;
+	uint64_t off, len; /* range overwritten */
+	char *old;         /* its old bytes (within old size) */
+	uint64_t oldsize;
+	int whole;         /* a truncation: lost or kept whole, never torn */
+};
+
+static struct {
+	const char *root;  /* absolute domain path */
+	struct meta *m;
+	size_t nm, cm;
+	struct data *dt;
+	size_t nd, cd;
+	long crash_at;     /* barrier number to crash before; 0: at the end */
+	long barriers;
+	const char *before, *after;
+	int committed;
+	unsigned seed;
+	long states, bad;
+	int stash;
+} pl;
+
+/* ---- recording --------------------------------------------------------- */
+
+static char *relpath(int dirfd, const char *name)
+{
+	char link[64], dir[4096], *out;
+	ssize_t n;
+	size_t rl = strlen(pl.root);
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+	n = readlink(link, dir, sizeof(dir) - 1);
+	if (n < 0)
+		DIE("fatal");
+	dir[n] = 0;
+	if (strncmp(dir, pl.root, rl))
+		return NULL; /* outside the domain (test scaffolding) */
+	if (asprintf(&out, "%s%s%s", dir + rl + (dir[rl] == '/'),
+		     dir[rl] ? "/" : "", name) < 0)
+		DIE("fatal");
+	return out;
+}
+
+static void add_meta(struct meta m)
+{
+	if (pl.nm == pl.cm)
+		pl.m = realloc(pl.m, (pl.cm = pl.cm ? 2 * pl.cm : 64) * sizeof(*pl.m));
+	pl.m[pl.nm++] = m;
+}
+
+static void add_data(int fd, uint64_t off, uint64_t len)
+{
+	struct stat st;
+	struct data d = { .off = off, .len = len };
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return;
+	d.ino = st.st_ino;
+	d.oldsize = (uint64_t)st.st_size;
+	if (off < d.oldsize) {
+		uint64_t n = d.oldsize - off < len ? d.oldsize - off : len;
+
+		char proc[64];
+		int rfd;
+
+		/* fd may be write-only: read the old bytes through another */
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+		rfd = open(proc, O_RDONLY);
+		d.old = malloc(n ? n : 1);
+		if (rfd < 0 || pread(rfd, d.old, n, (off_t)off) != (ssize_t)n)
+			DIE("read old bytes");
+		close(rfd);
+	}
+	if (pl.nd == pl.cd)
+		pl.dt = realloc(pl.dt, (pl.cd = pl.cd ? 2 * pl.cd : 64) * sizeof(*pl.dt));
+	pl.dt[pl.nd++] = d;
+}
+
+static void synced_data(uint64_t ino)
+{
+	size_t j = 0;
+
+	for (size_t i = 0; i < pl.nd; i++)
+		if (ino && pl.dt[i].ino != ino)
+			pl.dt[j++] = pl.dt[i];
+		else
+			free(pl.dt[i].old);
+	pl.nd = j;
+}
+
+static void synced_meta(void)
+{
+	pl.nm = 0; /* (strings leak until the child exits) */
+}
+
+static void crash_now(void);
+
+static void barrier(int fd, int all)
+{
+	struct stat st;
+
+	if (++pl.barriers == pl.crash_at)
+		crash_now();
+	if (all) {
+		synced_data(0);
+	} else if (fstat(fd, &st) == 0) {
+		synced_data(st.st_ino);
+	}
+	synced_meta();
+}
+
+static int r_fsync(int fd) { barrier(fd, 0); return fstx_os_libc.fsync(fd); }
+static int r_fdatasync(int fd) { barrier(fd, 0); return fstx_os_libc.fdatasync(fd); }
+static int r_syncfs(int fd) { barrier(fd, 1); return fstx_os_libc.syncfs(fd); }
+
+static ssize_t r_pwrite(int fd, const void *b, size_t n, off_t o)
+{
+	add_data(fd, (uint64_t)o, n);
+	return fstx_os_libc.pwrite(fd, b, n, o);
+}
+
+static int r_ftruncate(int fd, off_t len)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) == 0 && st.st_size > len)
+		add_data(fd, (uint64_t)len, (uint64_t)(st.st_size - len));
+	else
+		add_data(fd, (uint64_t)len, 0);
+	if (pl.nd)
+		pl.dt[pl.nd - 1].whole = 1;
+	return fstx_os_libc.ftruncate(fd, len);
+}
+
+static int r_ficlonerange(int a, int b, uint64_t c, uint64_t d, uint64_t e)
+{
+	add_data(a, e, d ? d : UINT64_MAX / 2);
+	return fstx_os_libc.ficlonerange(a, b, c, d, e);
+}
+
+static ssize_t r_copy_file_range(int a, off_t *b, int c, off_t *d, size_t e)
+{
+	add_data(c, (uint64_t)*d, e);
+	return fstx_os_libc.copy_file_range(a, b, c, d, e);
+}
+
+static int r_openat2(int dfd, const char *p, int f, mode_t m, uint64_t res)
+{
+	struct stat st;
+	char *rp = NULL;
+	int fd, existed = 1;
+
+	if (f & O_CREAT) {
+		existed = fstatat(dfd, p, &st, AT_SYMLINK_NOFOLLOW) == 0;
+		if (!existed)
+			rp = relpath(dfd, p);
+	}
+	if ((f & O_TRUNC) && existed) {
+		int t = openat(dfd, p, O_RDONLY | O_NOFOLLOW);
+
+		if (t >= 0) {
+			fstat(t, &st);
+			add_data(t, 0, (uint64_t)st.st_size);
+			close(t);
+		}
+	}
+	fd = fstx_os_libc.openat2(dfd, p, f, m, res);
+	if (fd >= 0 && rp)
+		add_meta((struct meta){ .kind = M_CREATE, .a = rp });
+	else
+		free(rp);
+	return fd;
+}
+
+static int r_renameat2(int od, const char *on, int nd, const char *nn, unsigned fl)
+{
+	char *a = relpath(od, on), *b = relpath(nd, nn);
+	int r = fstx_os_libc.renameat2(od, on, nd, nn, fl);
+
+	if (r == 0 && a && b)
+		add_meta((struct meta){ .kind = fl & RENAME_EXCHANGE ? M_EXCHANGE
+								     : M_RENAME,
+					.a = a, .b = b });
+	return r;
+}
+
+static int r_mkdirat(int d, const char *n, mode_t m)
+{
+	char *a = relpath(d, n);
+	int r = fstx_os_libc.mkdirat(d, n, m);
+
+	if (r == 0 && a)
+		add_meta((struct meta){ .kind = M_MKDIR, .a = a });
+	return r;
+}
+
+static int r_symlinkat(const char *t, int d, const char *n)
+{
+	char *a = relpath(d, n);
+	int r = fstx_os_libc.symlinkat(t, d, n);
+
+	if (r == 0 && a)
+		add_meta((struct meta){ .kind = M_CREATE, .a = a });
+	return r;
+}
+
+static int r_linkat(int od, const char *on, int nd, const char *nn, int f)
+{
+	char *a = relpath(nd, nn);
+	int r = fstx_os_libc.linkat(od, on, nd, nn, f);
+
+	if (r == 0 && a)
+		add_meta((struct meta){ .kind = M_CREATE, .a = a });
+	return r;
+}
+
+/* An unlinked file is kept alive by a link in the stash, to be undone. */
+static int r_unlinkat(int d, const char *n, int f)
+{
+	static long k;
+	char *a = relpath(d, n), sname[64];
+	struct stat st;
+	int r;
+
+	if (!a)
+		return fstx_os_libc.unlinkat(d, n, f);
+	snprintf(sname, sizeof(sname), "s%ld", k++);
+	if (!(f & AT_REMOVEDIR) && fstatat(d, n, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		linkat(d, n, pl.stash, sname, 0);
+	else if (fstatat(d, n, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		st.st_mode = 0755;
+	r = fstx_os_libc.unlinkat(d, n, f);
+	if (r == 0)
+		add_meta((struct meta){ .kind = f & AT_REMOVEDIR ? M_RMDIR : M_UNLINK,
+					.a = a, .b = strdup(sname),
+					.mode = st.st_mode & 07777 });
+	else
+		unlinkat(pl.stash, sname, 0);
+	return r;
+}
+
+static void xattr_old(int fd, const char *name)
+{
+	struct meta m = { .kind = M_XATTR, .name = strdup(name) };
+	struct stat st;
+
+	fstat(fd, &st);
+	m.ino = st.st_ino;
+	m.val = malloc(65536);
+	m.vlen = fgetxattr(fd, name, m.val, 65536);
+	add_meta(m);
+}
+
+static int r_fsetxattr(int fd, const char *n, const void *v, size_t l, int f)
+{
+	xattr_old(fd, n);
+	return fstx_os_libc.fsetxattr(fd, n, v, l, f);
+}
+
+static int r_fremovexattr(int fd, const char *n)
+{
+	xattr_old(fd, n);
+	return fstx_os_libc.fremovexattr(fd, n);
+}
+
+static void install(void)
+{
+	fstx_os = fstx_os_libc;
+	fstx_os.fsync = r_fsync;
+	fstx_os.fdatasync = r_fdatasync;
+	fstx_os.syncfs = r_syncfs;
+	fstx_os.pwrite = r_pwrite;
+	fstx_os.ftruncate = r_ftruncate;
+	fstx_os.ficlonerange = r_ficlonerange;
+	fstx_os.copy_file_range = r_copy_file_range;
+	fstx_os.openat2 = r_openat2;
+	fstx_os.renameat2 = r_renameat2;
+	fstx_os.mkdirat = r_mkdirat;
+	fstx_os.symlinkat = r_symlinkat;
+	fstx_os.linkat = r_linkat;
+	fstx_os.unlinkat = r_unlinkat;
+	fstx_os.fsetxattr = r_fsetxattr;
+	fstx_os.fremovexattr = r_fremovexattr;
+}
+
+/* ---- crash states ------------------------------------------------------ */
+
+static void find_inodes(const char *root, const char *rel, uint64_t *inos,
+			char **paths, size_t n)
+{
+	char *p;
+	int fd;
+
+	if (asprintf(&p, "%s/%s", root, rel) < 0)
+		DIE("fatal");
+	fd = open(p, O_RDONLY | O_DIRECTORY);
+	free(p);
+	if (fd < 0)
+		return;
+	for (;;) {
+		char buf[4096];
+		long got = syscall(217 /* getdents64 */, fd, buf, sizeof(buf));
+
+		if (got <= 0)
+			break;
+		for (long off = 0; off < got;) {
+			struct { uint64_t ino; int64_t off; unsigned short reclen;
+				 unsigned char type; char name[]; } *e = (void *)(buf + off);
+			char *r;
+
+			off += e->reclen;
+			if (!strcmp(e->name, ".") || !strcmp(e->name, ".."))
+				continue;
+			if (asprintf(&r, "%s%s%s", rel, *rel ? "/" : "", e->name) < 0)
+				DIE("fatal");
+			for (size_t i = 0; i < n; i++)
+				if (inos[i] == e->ino && !paths[i])
+					paths[i] = strdup(r);
+			if (e->type == DT_DIR)
+				find_inodes(root, r, inos, paths, n);
+			free(r);
+		}
+	}
+	close(fd);
+}
+
+static char *in(const char *copy, const char *rel)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/%s", copy, rel) < 0)
+		DIE("fatal");
+	return p;
+}
+
+static void undo_meta(const char *copy, const struct meta *m, int xfd)
+{
+	char *a = in(copy, m->a), *b = m->b ? in(copy, m->b) : NULL, *s;
+
+	switch (m->kind) {
+	case M_RENAME: rename(b, a); break;
+	case M_EXCHANGE: renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE); break;
+	case M_CREATE: unlink(a); break;
+	case M_MKDIR: rmdir(a); break;
+	case M_RMDIR: mkdir(a, m->mode); break;
+	case M_UNLINK:
+		s = in(copy, ".fstx/plstash");
+		free(b);
+		if (asprintf(&b, "%s/%s", s, m->b) < 0)
+			DIE("fatal");
+		link(b, a);
+		free(s);
+		break;
+	case M_XATTR:
+		if (xfd >= 0) {
+			if (m->vlen >= 0)
+				fsetxattr(xfd, m->name, m->val, (size_t)m->vlen, 0);
+			else
+				fremovexattr(xfd, m->name);
+		}
+		break;
+	}
+	free(a);
+	free(b);
+}
+
+static void undo_data(const struct data *d, int fd, int tear)
+{
+	uint64_t inold = d->old ? (d->oldsize - d->off < d->len ? d->oldsize - d->off
+								: d->len) : 0;
+
+	for (uint64_t s = 0; s < inold; s += SECTOR) {
+		uint64_t n = inold - s < SECTOR ? inold - s : SECTOR;
+
+		if (!tear || rand_r(&pl.seed) % 2)
+			if (pwrite(fd, d->old + s, n, (off_t)(d->off + s)) < 0)
+				DIE("fatal");
+	}
+	/* the grown part: lost as zeros, or the size update lost too */
+	if (d->off + d->len > d->oldsize && !tear) {
+		struct stat st;
+
+		fstat(fd, &st);
+		if (rand_r(&pl.seed) % 2 && (uint64_t)st.st_size == d->off + d->len)
+			if (ftruncate(fd, (off_t)d->oldsize) < 0)
+				DIE("fatal");
+	}
+}
+
+/* Turn the live tree into one random crash state, in place (inodes kept). */
+static void one_state(void)
+{
+	const char *root = pl.root;
+	size_t n = pl.nd + pl.nm, keep;
+	uint64_t *inos = calloc(n + 1, sizeof(*inos));
+	char **paths = calloc(n + 1, sizeof(*paths));
+	int *fds = calloc(n + 1, sizeof(*fds));
+	char *now;
+	int r;
+
+	fstx_os = fstx_os_libc;
+	for (size_t i = 0; i < pl.nd; i++)
+		inos[i] = pl.dt[i].ino;
+	for (size_t i = 0; i < pl.nm; i++)
+		inos[pl.nd + i] = pl.m[i].kind == M_XATTR ? pl.m[i].ino : 0;
+	find_inodes(root, "", inos, paths, n);
+	for (size_t i = 0; i < n; i++) {
+		char *p = paths[i] ? in(root, paths[i]) : NULL;
+
+		fds[i] = p ? open(p, O_RDWR | O_NOFOLLOW | O_NONBLOCK) : -1;
+		if (fds[i] < 0 && p)
+			fds[i] = open(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+		free(p);
+	}
+	/* a prefix of the namespace changes survives */
+	keep = pl.nm ? (size_t)rand_r(&pl.seed) % (pl.nm + 1) : 0;
+	for (size_t i = pl.nm; i-- > keep;)
+		undo_meta(root, &pl.m[i], fds[pl.nd + i]);
+	/* each data write: kept, lost, or torn at sector granularity */
+	for (size_t i = pl.nd; i-- > 0;) {
+		int c = rand_r(&pl.seed) % 3;
+
+		if (c && fds[i] >= 0)
+			undo_data(&pl.dt[i], fds[i], c == 2 && !pl.dt[i].whole);
+	}
+	for (size_t i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	r = domain_recover(root);
+	now = t_snapshot(root);
+	pl.states++;
+	if (r < 0 || (strcmp(now, pl.before) && strcmp(now, pl.after)) ||
+	    (pl.committed && strcmp(now, pl.after))) {
+		fprintf(stderr, "power loss: barrier %ld: recover %d, %s kept %zu/%zu "
+			"names\n%s", pl.crash_at, r, pl.committed ? "committed," : "",
+			keep, pl.nm, now);
+		pl.bad++;
+	}
+}
+
+static int result_fd = -1;
+
+static void crash_now(void)
+{
+	long out[2];
+
+	/* the "power" is gone: drop every fd (and the domain lock) */
+	for (int fd = 3; fd < 1024; fd++)
+		if (fd != result_fd)
+			close(fd);
+	one_state();
+	out[0] = pl.states;
+	out[1] = pl.bad;
+	if (write(result_fd, out, sizeof(out)) != sizeof(out))
+		_exit(3);
+	_exit(0);
+}
+
+/* Child: run tx, crash before barrier b (-1: after it returned). */
+static void crash_child(const char *d, const char *tx, long b, int fd, int st)
+{
+	char *s;
+
+	pl.root = d;
+	pl.crash_at = b;
+	pl.seed = (unsigned)(b * 131 + st * 7 + 1);
+	result_fd = fd;
+	if (asprintf(&s, "%s/.fstx/plstash", d) < 0)
+		DIE("fatal");
+	mkdir(s, 0700);
+	pl.stash = open(s, O_RDONLY | O_DIRECTORY);
+	free(s);
+	install();
+	pl.committed = tx_text(d, tx, NULL) == 0;
+	crash_now();
+}
+
+static void power_loss(void **state)
+{
+	long points = 0, states = 0, bad = 0;
+	size_t ntx = ncx;
+
+	(void)state;
+	for (size_t c = 0; c < ntx; c++) {
+		char *d = t_mkdomain(), *before, *after;
+		long nb;
+
+		t_populate(d);
+		mkdir(in(d, ".fstx"), 0700);
+		before = t_snapshot(d);
+		fo_install(FO_COUNT, 0, 0);
+		{
+			char *d2 = t_mkdomain();
+
+			t_populate(d2);
+			tx_text(d2, cx[c], NULL);
+			nb = fo.barriers;
+			fo_remove();
+			after = t_snapshot(d2);
+			t_rmtree(d2);
+			free(d2);
+		}
+		pl.before = before;
+		pl.after = after;
+		for (long b = 1; b <= nb + 1; b++) {
+			points++;
+			for (int k = 0; k < STATES; k++) {
+				int fds[2], st;
+				long out[2] = { 0, 1 };
+				char *dd = t_mkdomain();
+				pid_t p;
+
+				t_populate(dd);
+				assert_int_equal(pipe(fds), 0);
+				p = fork();
+				if (p == 0)
+					crash_child(dd, cx[c], b > nb ? -1 : b, fds[1], k);
+				close(fds[1]);
+				waitpid(p, &st, 0);
+				if (read(fds[0], out, sizeof(out)) != sizeof(out))
+					fail_msg("corpus %zu barrier %ld: child died (%d)", c, b, st);
+				close(fds[0]);
+				states += out[0];
+				bad += out[1];
+				if (out[1])
+					fail_msg("corpus %zu barrier %ld state %d: torn\n%s",
+						 c, b, k, cx[c]);
+				t_rmtree(dd);
+				free(dd);
+			}
+		}
+		free(before);
+		free(after);
+		t_rmtree(d);
+		free(d);
+	}
+	printf("power-loss: %zu tx, %ld crash points, %ld crash states, "
+	       "%ld before-or-after, %ld torn\n", ntx, points, states, states - bad, bad);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(power_loss),
+	};
+
+	corpus_load();
+	return cmocka_run_group_tests_name("powerloss", tests, NULL, NULL);
+}
