@@ -112,18 +112,21 @@ static int real_lookup(struct plan *P, const char *ip, struct node *out)
 		char buf[PATH_MAX];
 		const char *name;
 		int dfd = fx_parent(P->d, ip, &name);
-		ssize_t n;
+		ssize_t n = dfd;
 
-		if (dfd < 0)
-			return dfd;
-		n = fstx_os.readlinkat(dfd, name, buf, sizeof(buf) - 1);
-		fstx_os.close(dfd);
-		if (n < 0)
+		if (dfd >= 0) {
+			n = fstx_os.readlinkat(dfd, name, buf, sizeof(buf) - 1);
+			fstx_os.close(dfd);
+		}
+		if (n >= 0) {
+			buf[n] = 0;
+			out->target = strdup(buf);
+			n = out->target ? 0 : -ENOMEM;
+		}
+		if (n < 0) {
+			node_free(out);
 			return (int)n;
-		buf[n] = 0;
-		out->target = strdup(buf);
-		if (!out->target)
-			return -ENOMEM;
+		}
 	}
 	return 0;
 }

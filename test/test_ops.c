@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -324,9 +325,68 @@ static void status(void **state)
 	free(d);
 }
 
+/*
+ * Transactions of several processes never interleave: each one creates and
+ * removes the same directory, so any overlap would fail one with EEXIST.
+ */
+static void serialised(void **state)
+{
+	char *d = t_mkdomain();
+	enum { PROCS = 4, TXS = 40 };
+	pid_t pids[PROCS];
+
+	(void)state;
+	for (int p = 0; p < PROCS; p++) {
+		pids[p] = fork();
+		if (pids[p] == 0) {
+			fstx_domain *dom;
+			int bad = 0;
+
+			if (fstx_domain_open(d, &dom) < 0)
+				_exit(2);
+			for (int i = 0; i < TXS; i++) {
+				char name[64];
+				fstx_tx *tx;
+				int fd;
+
+				snprintf(name, sizeof(name), "L/p%d-%d", p, i);
+				fstx_tx_new(dom, &tx);
+				fstx_tx_mkdir(tx, "L", 0755);
+				fd = fstx_tx_open(tx, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
+				fstx_tx_pwrite(tx, fd, "x", 1, 0);
+				fstx_tx_close(tx, fd);
+				fstx_tx_unlink(tx, name);
+				fstx_tx_rmdir(tx, "L");
+				if (fstx_tx_commit(tx) != 0)
+					bad++;
+				fstx_tx_free(tx);
+			}
+			fstx_domain_close(dom);
+			_exit(bad ? 1 : 0);
+		}
+	}
+	for (int p = 0; p < PROCS; p++) {
+		int st;
+
+		assert_int_equal(waitpid(pids[p], &st, 0), pids[p]);
+		assert_true(WIFEXITED(st));
+		assert_int_equal(WEXITSTATUS(st), 0);
+	}
+	{
+		char *l;
+
+		assert_true(asprintf(&l, "%s/L", d) > 0);
+		assert_int_equal(access(l, F_OK), -1);
+		free(l);
+	}
+	t_rmtree(d);
+	free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(serialised),
 		cmocka_unit_test(differential),
 		cmocka_unit_test(ergonomic),
 		cmocka_unit_test(status),

@@ -540,7 +540,12 @@ static void power_loss(void **state)
 		long nb;
 
 		t_populate(d);
-		mkdir(in(d, ".fstx"), 0700);
+		{
+			char *m = in(d, ".fstx");
+
+			mkdir(m, 0700);
+			free(m);
+		}
 		before = t_snapshot(d);
 		fo_install(FO_COUNT, 0, 0);
 		{

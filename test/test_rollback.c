@@ -19,6 +19,12 @@
 #include "faultos.h"
 #include "txrun.h"
 
+static int fail_datasync(int fd)
+{
+	(void)fd;
+	return -EIO;
+}
+
 static char *fresh(char **snap)
 {
 	char *d = t_mkdomain();
@@ -211,9 +217,47 @@ static void wedge_on_failed_rollback(void **state)
 	drop(d);
 }
 
+/*
+ * A failed barrier is never retried as if it had succeeded: the handle
+ * latches the error and refuses work until fstx_recover().
+ */
+static void failed_barrier_latches(void **state)
+{
+	char *before, *d = fresh(&before), *now;
+	fstx_domain *dom;
+	fstx_tx *tx;
+
+	(void)state;
+	assert_int_equal(fstx_domain_open(d, &dom), 0);
+	assert_int_equal(fstx_tx_new(dom, &tx), 0);
+	fstx_tx_unlink(tx, "old");
+	/* EIO from every fdatasync: barrier 1 fails, nothing changes */
+	fstx_os.fdatasync = fail_datasync;
+	assert_int_equal(fstx_tx_commit(tx), -EIO);
+	fstx_os = fstx_os_libc;
+	fstx_tx_free(tx);
+	now = t_snapshot(d);
+	assert_string_equal(now, before);
+	free(now);
+	/* latched: the same handle refuses until recovery */
+	assert_int_equal(fstx_tx_new(dom, &tx), 0);
+	fstx_tx_unlink(tx, "old");
+	assert_int_equal(fstx_tx_commit(tx), -EIO);
+	fstx_tx_free(tx);
+	assert_true(fstx_recover(dom) >= 0);
+	assert_int_equal(fstx_tx_new(dom, &tx), 0);
+	fstx_tx_unlink(tx, "old");
+	assert_int_equal(fstx_tx_commit(tx), 0);
+	fstx_tx_free(tx);
+	fstx_domain_close(dom);
+	free(before);
+	drop(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(failed_barrier_latches),
 		cmocka_unit_test(rollback_every_position),
 		cmocka_unit_test(error_injection),
 		cmocka_unit_test(wedge_on_failed_rollback),
