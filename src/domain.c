@@ -151,38 +151,50 @@ int fx_unwedge(struct fstx_domain *d)
 	return r < 0 ? r : fstx_os.fsync(d->meta);
 }
 
-/* Remove every entry of an fstx scratch directory (new/ or trash/). */
-static int clean_dir(struct fstx_domain *d, const char *dir)
+int fx_dir_each(int fd, int (*cb)(int fd, const char *name, void *arg),
+		void *arg)
 {
 	char buf[4096];
-	int fd, r = 0;
 	ssize_t n;
 
-	fd = fstx_os.openat2(d->meta, dir, O_RDONLY | O_DIRECTORY, 0, FX_RESOLVE);
-	if (fd < 0)
-		return fd;
 	while ((n = fstx_os.getdents(fd, buf, sizeof(buf))) > 0) {
 		for (ssize_t off = 0; off < n;) {
 			struct { uint64_t ino; int64_t off; unsigned short reclen;
 				 unsigned char type; char name[]; } *e = (void *)(buf + off);
+			int r;
+
 			off += e->reclen;
 			if (!strcmp(e->name, ".") || !strcmp(e->name, ".."))
 				continue;
-			r = fstx_os.unlinkat(fd, e->name, 0);
-			if (r == -EISDIR || r == -EPERM)
-				r = fstx_os.unlinkat(fd, e->name, AT_REMOVEDIR);
-			if (r < 0 && r != -ENOENT)
-				goto out;
-			r = 0;
+			if ((r = cb(fd, e->name, arg)) != 0)
+				return r;
 		}
 	}
-	if (n < 0)
-		r = (int)n;
-out:
+	return n < 0 ? (int)n : 0;
+}
+
+static int remove_entry(int fd, const char *name, void *arg)
+{
+	int r = fstx_os.unlinkat(fd, name, 0);
+
+	(void)arg;
+	if (r == -EISDIR || r == -EPERM)
+		r = fstx_os.unlinkat(fd, name, AT_REMOVEDIR);
+	return r == -ENOENT ? 0 : r;
+}
+
+/* Remove every entry of an fstx scratch directory (new/ or trash/). */
+static int clean_dir(struct fstx_domain *d, const char *dir)
+{
+	int fd = fstx_os.openat2(d->meta, dir, O_RDONLY | O_DIRECTORY, 0, FX_RESOLVE);
+	int r;
+
+	if (fd < 0)
+		return fd;
+	r = fx_dir_each(fd, remove_entry, NULL);
 	fstx_os.close(fd);
 	return r;
 }
-
 
 /* Set the progress mark to step i (create it, or rename the old one). */
 int fx_mark_set(struct fstx_domain *d, long i)
@@ -205,47 +217,54 @@ int fx_mark_set(struct fstx_domain *d, long i)
 	return r;
 }
 
+struct mark_scan {
+	struct fstx_domain *d;
+	char want[32];
+	long best;
+	int unlink_all;
+};
+
+static int mark_entry(int fd, const char *name, void *arg)
+{
+	struct mark_scan *m = arg;
+	size_t wl = strlen(m->want);
+	char *end;
+	long v;
+
+	if (strncmp(name, "step.", 5))
+		return 0;
+	if (m->unlink_all) {
+		fstx_os.unlinkat(fd, name, 0);
+		return 0;
+	}
+	if (strncmp(name, m->want, wl))
+		return 0;
+	v = strtol(name + wl, &end, 10);
+	if (!*end && v >= 0 && v > m->best && v < INT32_MAX)
+		m->best = v;
+	return 0;
+}
+
 /*
  * Find the progress mark of transaction d->txid: its step number, -1 if
  * none, or -errno.  With unlink_all, remove every mark instead.
  */
 static int mark_scan(struct fstx_domain *d, int unlink_all)
 {
-	char buf[4096], want[32];
-	long best = -1;
-	ssize_t n;
+	struct mark_scan m = { .d = d, .best = -1, .unlink_all = unlink_all };
 	int fd = fstx_os.openat2(d->root, FX_META, O_RDONLY | O_DIRECTORY, 0,
 				 FX_RESOLVE);
+	int r;
 
 	if (fd < 0)
 		return fd;
-	snprintf(want, sizeof(want), "step.%016llx.", (unsigned long long)d->txid);
-	while ((n = fstx_os.getdents(fd, buf, sizeof(buf))) > 0) {
-		for (ssize_t off = 0; off < n;) {
-			struct { uint64_t ino; int64_t off; unsigned short reclen;
-				 unsigned char type; char name[]; } *e = (void *)(buf + off);
-			char *end;
-			long v;
-
-			off += e->reclen;
-			if (strncmp(e->name, "step.", 5))
-				continue;
-			if (unlink_all) {
-				fstx_os.unlinkat(fd, e->name, 0);
-				continue;
-			}
-			if (strncmp(e->name, want, strlen(want)))
-				continue;
-			v = strtol(e->name + strlen(want), &end, 10);
-			if (!*end && v >= 0 && v > best && v < INT32_MAX)
-				best = v;
-		}
-	}
+	snprintf(m.want, sizeof(m.want), "step.%016llx.", (unsigned long long)d->txid);
+	r = fx_dir_each(fd, mark_entry, &m);
 	fstx_os.close(fd);
-	if (n < 0)
-		return (int)n;
-	d->mark = best;
-	return (int)best;
+	if (r < 0)
+		return r;
+	d->mark = m.best;
+	return (int)m.best;
 }
 
 int fx_mark_get(struct fstx_domain *d)

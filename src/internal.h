@@ -44,6 +44,9 @@ int fx_is_wedged(struct fstx_domain *d);
 int fx_wedge(struct fstx_domain *d);
 int fx_unwedge(struct fstx_domain *d);
 int fx_clean_scratch(struct fstx_domain *d);
+/* Call cb for each entry of directory fd but . and ..; stops at non-0. */
+int fx_dir_each(int fd, int (*cb)(int fd, const char *name, void *arg),
+		void *arg);
 int fx_mark_set(struct fstx_domain *d, long step);
 int fx_mark_get(struct fstx_domain *d);
 int fx_mark_clear(struct fstx_domain *d);

@@ -231,11 +231,32 @@ static int move_under(struct plan *P, const char *from, const char *to)
 	return 0;
 }
 
+struct empty_scan { struct plan *P; const char *dir; };
+
+/* 0: child absent now, 1: present (stop), <0: error. */
+static int child_present(int fd, const char *name, void *arg)
+{
+	struct empty_scan *e = arg;
+	struct node c;
+	char *cp = join(e->dir, name);
+	int r;
+
+	(void)fd;
+	if (!cp)
+		return -ENOMEM;
+	r = lookup(e->P, cp, &c);
+	free(cp);
+	if (r == 0)
+		r = c.state != N_ABSENT;
+	node_free(&c);
+	return r;
+}
+
+/* Is directory p (node n) empty at this point of the transaction? */
 static int dir_empty(struct plan *P, const char *p, const struct node *n)
 {
-	char buf[4096];
-	ssize_t got;
-	int fd, r = 1;
+	struct empty_scan e = { P, p };
+	int fd, r;
 
 	for (size_t i = 0; i < P->nents; i++)
 		if (P->ents[i].n.state != N_ABSENT && under(P->ents[i].path, p, 0))
@@ -245,32 +266,9 @@ static int dir_empty(struct plan *P, const char *p, const struct node *n)
 	fd = fx_open(P->d, n->ipath, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0)
 		return fd;
-	while (r == 1 && (got = fstx_os.getdents(fd, buf, sizeof(buf))) > 0) {
-		for (ssize_t off = 0; off < got && r == 1;) {
-			struct { uint64_t ino; int64_t off; unsigned short reclen;
-				 unsigned char type; char name[]; } *de = (void *)(buf + off);
-			struct node c;
-			char *cp;
-
-			off += de->reclen;
-			if (!strcmp(de->name, ".") || !strcmp(de->name, ".."))
-				continue;
-			cp = join(p, de->name);
-			if (!cp) {
-				r = -ENOMEM;
-				break;
-			}
-			r = lookup(P, cp, &c);
-			free(cp);
-			if (r == 0)
-				r = c.state == N_ABSENT;
-			node_free(&c);
-		}
-	}
-	if (got < 0 && r == 1)
-		r = (int)got;
+	r = fx_dir_each(fd, child_present, &e);
 	fstx_os.close(fd);
-	return r;
+	return r < 0 ? r : !r;
 }
 
 /* ---- canonical paths --------------------------------------------------- */
