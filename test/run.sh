@@ -7,15 +7,18 @@ set -u
 B=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fstx-check-XXXXXX")
-MOUNTS=()
 total_pass=0 total_fail=0 total_skip=0
 summary=()
 
+# mkfs_mount runs in a subshell ($(...)), so mounts are listed in a file.
 cleanup() {
-	for m in "${MOUNTS[@]}"; do
-		umount "$m" 2>/dev/null || { sleep 1; umount "$m" 2>/dev/null; } ||
-			umount -l "$m" 2>/dev/null
-	done
+	local m
+	if [ -f "$WORK/mounts" ]; then
+		while read -r m; do
+			umount "$m" 2>/dev/null || { sleep 1; umount "$m" 2>/dev/null; } ||
+				umount -l "$m" 2>/dev/null
+		done < "$WORK/mounts"
+	fi
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -26,7 +29,7 @@ mkfs_mount() {
 	local fs=$1 img="$WORK/$1.img" mnt="$WORK/$1"
 	mkdir -p "$mnt"
 	if [ "$fs" = tmpfs ]; then
-		mount -t tmpfs -o size=1g tmpfs "$mnt" 2>/dev/null || return 1
+		mount -t tmpfs -o size=1g tmpfs "$mnt" 2>/dev/null || { echo "cannot mount tmpfs" >&2; return 1; }
 	else
 		grep -qw "$fs" /proc/filesystems || modprobe "$fs" 2>/dev/null
 		grep -qw "$fs" /proc/filesystems || { echo "kernel lacks $fs" >&2; return 1; }
@@ -39,7 +42,7 @@ mkfs_mount() {
 		esac || { echo "mkfs.$fs failed" >&2; return 1; }
 		mount -o loop "$img" "$mnt" 2>/dev/null || { echo "cannot loop-mount $fs" >&2; return 1; }
 	fi
-	MOUNTS+=("$mnt")
+	echo "$mnt" >> "$WORK/mounts"
 	echo "$mnt"
 }
 

@@ -71,6 +71,25 @@ static const char *const scenarios[] = {
 	"rmdir empty\nmkdir empty 0700\nsymlink ../a empty/l\nopen 0 empty/l O_RDWR\npwrite 0 \"UP\" 0",
 };
 
+static long tx_run(const char *dir, const char *text)
+{
+	struct fx_txt t;
+	struct btrfs_ioctl_usertrans ut = { 0 };
+	long r = fx_txt_parse(text, strlen(text), AT_FDCWD, &t);
+	int fd;
+
+	if (r < 0)
+		return r;
+	ut.num_ops = t.nops;
+	ut.ops_ptr = (uint64_t)(uintptr_t)t.ops;
+	ut.num_fds = t.num_fds;
+	fd = t_dirfd(dir);
+	r = fstx_usertrans(fd, &ut);
+	close(fd);
+	fx_txt_free(&t);
+	return r;
+}
+
 /* ---- the same ops as plain syscalls ------------------------------------ */
 
 static char *at(const char *root, __s64 p)
@@ -383,10 +402,65 @@ static void serialised(void **state)
 	free(d);
 }
 
+static int no_clone(int a, int b, uint64_t c, uint64_t d, uint64_t e)
+{
+	(void)a; (void)b; (void)c; (void)d; (void)e;
+	return -EOPNOTSUPP;
+}
+
+static ssize_t no_cfr(int a, off_t *b, int c, off_t *d, size_t e)
+{
+	(void)a; (void)b; (void)c; (void)d; (void)e;
+	return -EXDEV;
+}
+
+/*
+ * clonerange gives the same bytes by FICLONERANGE (where the filesystem
+ * has it), by copy_file_range, and by read/write.
+ */
+static void clonerange_paths(void **state)
+{
+	char *want = NULL;
+
+	(void)state;
+	for (int mode = 0; mode < 3; mode++) {
+		char *d = t_mkdomain(), *got;
+		size_t len;
+
+		t_populate(d);
+		if (mode >= 1)
+			fstx_os.ficlonerange = no_clone;
+		if (mode == 2)
+			fstx_os.copy_file_range = no_cfr;
+		/* whole-file clone (len 0) into a new file, then a range */
+		assert_int_equal(tx_run(d, "open 0 big O_RDONLY\n"
+					"open 1 c O_RDWR|O_CREAT\n"
+					"clonerange 1 0 0 0 0\n"
+					"open 2 b O_RDWR\n"
+					"clonerange 2 0 4096 4096 0\n"), 0);
+		fstx_os = fstx_os_libc;
+		got = t_read(d, "c", &len);
+		assert_int_equal(len, 20000);
+		free(got);
+		got = t_read(d, "b", &len);
+		assert_int_equal(len, 4096);
+		if (!want)
+			want = got;
+		else {
+			assert_memory_equal(got, want, 4096);
+			free(got);
+		}
+		t_rmtree(d);
+		free(d);
+	}
+	free(want);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(serialised),
+		cmocka_unit_test(clonerange_paths),
 		cmocka_unit_test(differential),
 		cmocka_unit_test(ergonomic),
 		cmocka_unit_test(status),
