@@ -139,10 +139,9 @@ int fstx_status(fstx_domain *d, struct fstx_status *st)
 	if (r < 0)
 		return r;
 	st->wedged = r;
-	if (fstx_os.fstatfs(d->root, &sf) == 0) {
+	if (fstx_os.fstatfs(d->root, &sf) == 0)
 		st->block_size = (uint32_t)sf.f_bsize;
-		fs_name((long)sf.f_type, st->fs_type, sizeof(st->fs_type));
-	}
+	fs_name(d->fs_magic, st->fs_type, sizeof(st->fs_type));
 	if (fx_lock(d) == 0) {
 		probe(d, st);
 		fx_unlock(d);

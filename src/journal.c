@@ -263,13 +263,12 @@ static void write_data(struct jw *w, const struct fx_capture *c, int fd,
 	}
 }
 
-static void write_xattrs(struct jw *w, struct fstx_domain *d,
-			 const struct fx_capture *c, int fd, unsigned char *val)
+static void write_xattrs(struct jw *w, const struct fx_capture *c, int fd,
+			 unsigned char *val)
 {
 	for (size_t x = 0; x < c->nxnames && !w->err; x++) {
 		ssize_t n = fstx_os.fgetxattr(fd, c->xnames[x], val, FSTX_MAX_XATTR);
 
-		(void)d;
 		if (n < 0 && n != -ENODATA && n != -EOPNOTSUPP) {
 			w->err = (int)n;
 			break;
@@ -303,7 +302,7 @@ static void write_capture(struct jw *w, struct fstx_domain *d,
 		rec_end(w, J_SIZE);
 	}
 	write_data(w, c, fd, chunk);
-	write_xattrs(w, d, c, fd, chunk);
+	write_xattrs(w, c, fd, chunk);
 	fstx_os.close(fd);
 }
 

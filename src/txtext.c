@@ -392,7 +392,6 @@ static int args(struct ps *p, const struct opdef *d,
 		struct btrfs_ioctl_usertrans_op *op, int n)
 {
 	__s64 *a = op->args;
-	const struct tok *t = &p->tok[1];
 	int r = 0;
 
 	switch (d->op) {
@@ -464,7 +463,6 @@ static int args(struct ps *p, const struct opdef *d,
 			return r;
 		return 0;
 	}
-	(void)t;
 	return perr(p, "internal: no argument parser");
 }
 
