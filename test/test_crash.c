@@ -59,21 +59,19 @@ static int child(const char *d, const char *text, enum fo_mode mode, long at,
 	return st;
 }
 
-static long count_calls(const char *text, int recover_only, const char *d0)
+/* How many OS calls corpus text makes on a fresh tree (in a child). */
+static long count_calls(const char *text)
 {
-	char *d = d0 ? NULL : fresh();
+	char *d = fresh();
 	int st, fds[2];
-	pid_t p;
 	long n = 0;
+	pid_t p;
 
 	assert_int_equal(pipe(fds), 0);
 	p = fork();
 	if (p == 0) {
 		fo_install(FO_COUNT, 0, 0);
-		if (recover_only)
-			domain_recover(d0);
-		else
-			tx_text(d, text, NULL);
+		tx_text(d, text, NULL);
 		n = fo.calls;
 		if (write(fds[1], &n, sizeof(n)) != sizeof(n))
 			_exit(3);
@@ -83,8 +81,7 @@ static long count_calls(const char *text, int recover_only, const char *d0)
 	assert_int_equal(read(fds[0], &n, sizeof(n)), sizeof(n));
 	close(fds[0]);
 	close(fds[1]);
-	if (d)
-		drop(d);
+	drop(d);
 	return n;
 }
 
@@ -123,7 +120,7 @@ static void kill_every_call(void **state)
 	(void)state;
 	for (size_t c = 0; c < ncx; c++) {
 		char *before, *after;
-		long n = count_calls(cx[c], 0, NULL);
+		long n = count_calls(cx[c]);
 
 		states(c, &before, &after);
 		t.tx++;

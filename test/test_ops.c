@@ -24,6 +24,7 @@
 #include "internal.h"
 #include "fstx/btrfs_usertrans.h"
 #include "helpers.h"
+#include "txrun.h"
 
 static const char *const scenarios[] = {
 	/* open / pwrite / close */
@@ -70,25 +71,6 @@ static const char *const scenarios[] = {
 	"rename a tmp\nrename b a\nrename tmp b\nsetxattr a user.k \"swap\"",
 	"rmdir empty\nmkdir empty 0700\nsymlink ../a empty/l\nopen 0 empty/l O_RDWR\npwrite 0 \"UP\" 0",
 };
-
-static long tx_run(const char *dir, const char *text)
-{
-	struct fx_txt t;
-	struct btrfs_ioctl_usertrans ut = { 0 };
-	long r = fx_txt_parse(text, strlen(text), AT_FDCWD, &t);
-	int fd;
-
-	if (r < 0)
-		return r;
-	ut.num_ops = t.nops;
-	ut.ops_ptr = (uint64_t)(uintptr_t)t.ops;
-	ut.num_fds = t.num_fds;
-	fd = t_dirfd(dir);
-	r = fstx_usertrans(fd, &ut);
-	close(fd);
-	fx_txt_free(&t);
-	return r;
-}
 
 /* ---- the same ops as plain syscalls ------------------------------------ */
 
@@ -433,11 +415,11 @@ static void clonerange_paths(void **state)
 		if (mode == 2)
 			fstx_os.copy_file_range = no_cfr;
 		/* whole-file clone (len 0) into a new file, then a range */
-		assert_int_equal(tx_run(d, "open 0 big O_RDONLY\n"
+		assert_int_equal(tx_text(d, "open 0 big O_RDONLY\n"
 					"open 1 c O_RDWR|O_CREAT\n"
 					"clonerange 1 0 0 0 0\n"
 					"open 2 b O_RDWR\n"
-					"clonerange 2 0 4096 4096 0\n"), 0);
+					"clonerange 2 0 4096 4096 0\n", NULL), 0);
 		fstx_os = fstx_os_libc;
 		got = t_read(d, "c", &len);
 		assert_int_equal(len, 20000);
