@@ -13,11 +13,11 @@ ALL_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -fPIC $(CFLAGS)
 B := build$(if $(SAN),-san)
 
 LIB_SRC := src/os.c src/crc32c.c src/domain.c src/journal.c src/plan.c \
-	   src/trans.c src/api.c src/txtext.c
+	   src/trans.c src/api.c src/txtext.c src/fsfacts.c
 LIB_OBJ := $(LIB_SRC:src/%.c=$(B)/%.o)
 SOVER := 0
 
-TESTS := test_abi test_ops test_rollback test_crash test_txtext test_powerloss
+TESTS := test_abi test_ops test_rollback test_crash test_txtext test_powerloss test_large
 TEST_BIN := $(TESTS:%=$(B)/%)
 
 all: $(B)/libfstx.a $(B)/libfstx.so.$(SOVER) $(B)/fstx
@@ -57,7 +57,7 @@ check: deps all $(TEST_BIN) $(EXAMPLES)
 	@$(MAKE) --no-print-directory SAN=1 check-san
 
 check-san: all $(TEST_BIN) $(EXAMPLES)
-	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 FSTX_MATRIX= FSTX_CORPUS_FIRST=12 \
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 FSTX_MATRIX= FSTX_CORPUS_FIRST=12 FSTX_LARGE_MB=64 \
 		FSTX_LABEL=asan+ubsan bash test/run.sh $(B)
 
 # The whole crash/error harness: every corpus transaction on every filesystem.

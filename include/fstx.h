@@ -109,6 +109,7 @@ struct fstx_status {
 	int xattr_user;        /* user.* xattrs work here */
 	uint32_t block_size;
 	char fs_type[16];      /* "ext4", "xfs", "btrfs", "tmpfs", ... */
+	int dir_fsync;         /* fsync() of a directory works here */
 };
 int fstx_status(fstx_domain *d, struct fstx_status *st);
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <linux/magic.h>
+#include <stdio.h>
 
 struct fstx_tx {
 	fstx_domain *d;
@@ -86,45 +86,8 @@ int fstx_recover(fstx_domain *d)
 	return r;
 }
 
-static void fs_name(long type, char *buf, size_t n)
-{
-	const char *s = "other";
-
-	switch (type) {
-	case EXT4_SUPER_MAGIC: s = "ext4"; break;
-	case XFS_SUPER_MAGIC: s = "xfs"; break;
-	case BTRFS_SUPER_MAGIC: s = "btrfs"; break;
-	case TMPFS_MAGIC: s = "tmpfs"; break;
-	case OVERLAYFS_SUPER_MAGIC: s = "overlay"; break;
-	case NFS_SUPER_MAGIC: s = "nfs"; break;
-	}
-	strncpy(buf, s, n - 1);
-	buf[n - 1] = 0;
-}
-
-/* Probe a capability on a scratch file in .fstx/new (removed again). */
-static void probe(fstx_domain *d, struct fstx_status *st)
-{
-	int a = fstx_os.openat2(d->meta, "new/probe-a", O_RDWR | O_CREAT | O_TRUNC,
-				0600, FX_RESOLVE);
-	int b = fstx_os.openat2(d->meta, "new/probe-b", O_RDWR | O_CREAT | O_TRUNC,
-				0600, FX_RESOLVE);
-
-	if (a >= 0 && b >= 0) {
-		st->xattr_user = fstx_os.fsetxattr(a, "user.fstx.probe", "1", 1, 0) == 0;
-		st->reflink = fstx_os.ficlonerange(b, a, 0, 0, 0) == 0;
-	}
-	if (a >= 0)
-		fstx_os.close(a);
-	if (b >= 0)
-		fstx_os.close(b);
-	fstx_os.unlinkat(d->meta, "new/probe-a", 0);
-	fstx_os.unlinkat(d->meta, "new/probe-b", 0);
-}
-
 int fstx_status(fstx_domain *d, struct fstx_status *st)
 {
-	struct statfs sf;
 	struct stat js;
 	int r;
 
@@ -139,13 +102,16 @@ int fstx_status(fstx_domain *d, struct fstx_status *st)
 	if (r < 0)
 		return r;
 	st->wedged = r;
-	if (fstx_os.fstatfs(d->root, &sf) == 0)
-		st->block_size = (uint32_t)sf.f_bsize;
-	fs_name(d->fs_magic, st->fs_type, sizeof(st->fs_type));
+	st->block_size = d->fs.block_size;
+	snprintf(st->fs_type, sizeof(st->fs_type), "%s", fx_fs_name(d->fs.magic));
 	if (fx_lock(d) == 0) {
-		probe(d, st);
+		fx_fs_probe(d);
+		fx_fs_probe_dir_fsync(d);
 		fx_unlock(d);
 	}
+	st->reflink = d->fs.reflink;
+	st->xattr_user = d->fs.xattr_user;
+	st->dir_fsync = d->fs.dir_fsync;
 	return 0;
 }
 

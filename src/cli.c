@@ -319,16 +319,18 @@ static int cmd_status(const char *dir, int json)
 	if (json) {
 		printf("{\"hot\":%s,\"wedged\":%s,\"journal_bytes\":%llu,"
 		       "\"fs_type\":\"%s\",\"block_size\":%u,\"reflink\":%s,"
-		       "\"xattr_user\":%s}\n", st.hot ? "true" : "false",
+		       "\"xattr_user\":%s,\"dir_fsync\":%s}\n", st.hot ? "true" : "false",
 		       st.wedged ? "true" : "false",
 		       (unsigned long long)st.journal_bytes, st.fs_type, st.block_size,
-		       st.reflink ? "true" : "false", st.xattr_user ? "true" : "false");
+		       st.reflink ? "true" : "false", st.xattr_user ? "true" : "false",
+		       st.dir_fsync ? "true" : "false");
 	} else {
 		printf("journal: %s (%llu bytes)\nwedged: %s\nfilesystem: %s, block "
-		       "size %u, reflink %s, user xattrs %s\n",
+		       "size %u, reflink %s, user xattrs %s, directory fsync %s\n",
 		       st.hot ? "hot" : "clean", (unsigned long long)st.journal_bytes,
 		       st.wedged ? "yes" : "no", st.fs_type, st.block_size,
-		       st.reflink ? "yes" : "no", st.xattr_user ? "yes" : "no");
+		       st.reflink ? "yes" : "no", st.xattr_user ? "yes" : "no",
+		       st.dir_fsync ? "yes" : "no");
 	}
 	return st.wedged || st.hot ? EX_WEDGED : EX_OK;
 }

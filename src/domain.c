@@ -22,7 +22,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <linux/magic.h>
 
 static int ensure_dir(int dirfd, const char *name, int *created)
 {
@@ -31,19 +30,6 @@ static int ensure_dir(int dirfd, const char *name, int *created)
 	if (r == 0)
 		*created = 1;
 	return r == -EEXIST ? 0 : r;
-}
-
-/*
- * Filesystem facts that change what fstx does or reports; the one place
- * where filesystems differ.
- */
-static void detect_fs(struct fstx_domain *d)
-{
-	struct statfs sf;
-
-	d->fs_magic = fstx_os.fstatfs(d->root, &sf) == 0 ? (long)sf.f_type : 0;
-	/* POSIX allows EEXIST or ENOTEMPTY; xfs gives EEXIST for rename. */
-	d->enotempty = d->fs_magic == XFS_SUPER_MAGIC ? EEXIST : ENOTEMPTY;
 }
 
 int fx_domain_init(struct fstx_domain *d, int dirfd)
@@ -85,7 +71,7 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 		goto fail;
 	}
 	d->jfd = fd;
-	detect_fs(d);
+	fx_fs_detect(d);
 	if (created) {
 		/* New names must be durable before a journal relies on them. */
 		if ((r = fstx_os.fsync(d->meta)) < 0 ||
@@ -270,6 +256,25 @@ static int mark_scan(struct fstx_domain *d, int unlink_all)
 int fx_mark_get(struct fstx_domain *d)
 {
 	return mark_scan(d, 0);
+}
+
+static int any_mark(int fd, const char *name, void *arg)
+{
+	(void)fd;
+	(void)arg;
+	return strncmp(name, "step.", 5) ? 0 : 1;
+}
+
+int fx_mark_any(struct fstx_domain *d)
+{
+	int fd = fstx_os.openat2(d->root, FX_META, O_RDONLY | O_DIRECTORY, 0,
+				 FX_RESOLVE), r;
+
+	if (fd < 0)
+		return fd;
+	r = fx_dir_each(fd, any_mark, NULL);
+	fstx_os.close(fd);
+	return r;
 }
 
 /* Remove the progress mark (after commit or recovery). */

@@ -27,13 +27,24 @@ struct fstx_domain {
 	uint64_t jend;  /* journal: end of the planned segment */
 	uint32_t jseq;  /* journal: sequence number after END */
 	long mark;      /* progress mark step number, -1: none */
-	/* Filesystem facts, detected once per handle (domain.c). */
-	long fs_magic;
-	int enotempty;  /* errno of rename over a non-empty dir: xfs EEXIST */
+	struct fx_fsfacts {  /* fsfacts.c: detected once per handle */
+		long magic;          /* statfs f_type */
+		uint32_t block_size; /* a power of two >= 512 */
+		int enotempty;       /* rename over a non-empty dir: xfs EEXIST */
+		int probed;          /* the three below are known */
+		int reflink, xattr_user, dir_fsync;
+	} fs;
 };
+
+/* ---- fsfacts.c ---- */
+void fx_fs_detect(struct fstx_domain *d);
+int fx_fs_probe(struct fstx_domain *d); /* under the lock; once */
+int fx_fs_probe_dir_fsync(struct fstx_domain *d);
+const char *fx_fs_name(long magic);
 
 /* ---- crc32c.c ---- */
 uint32_t fx_crc32c(uint32_t crc, const void *buf, size_t len);
+uint32_t fx_crc32c_sw(uint32_t crc, const void *buf, size_t len);
 
 /* ---- domain.c ---- */
 int fx_domain_init(struct fstx_domain *d, int dirfd);
@@ -49,6 +60,8 @@ int fx_dir_each(int fd, int (*cb)(int fd, const char *name, void *arg),
 		void *arg);
 int fx_mark_set(struct fstx_domain *d, long step);
 int fx_mark_get(struct fstx_domain *d);
+/* 1 if a progress mark of any transaction exists, 0 if none, -errno. */
+int fx_mark_any(struct fstx_domain *d);
 int fx_mark_clear(struct fstx_domain *d);
 /* Open the parent directory of canonical path p (O_PATH); *name = last part. */
 int fx_parent(struct fstx_domain *d, const char *p, const char **name);
@@ -93,8 +106,8 @@ int fx_journal_write(struct fstx_domain *d, const struct fx_step *steps,
 		     size_t nsteps, const struct fx_capture *caps, size_t ncaps,
 		     uint64_t nops);
 /* Bytes the journal will take (for the space preflight). */
-uint64_t fx_journal_size(const struct fx_step *steps, size_t nsteps,
-			 const struct fx_capture *caps, size_t ncaps);
+uint64_t fx_journal_size(struct fstx_domain *d, const struct fx_step *steps,
+			 size_t nsteps, const struct fx_capture *caps, size_t ncaps);
 /* Commit point: append COMMIT and make it durable (rule 6). */
 int fx_journal_commit(struct fstx_domain *d);
 /* Truncate the journal to 0; durable: and fdatasync it. */
@@ -107,6 +120,8 @@ int fx_recover_locked(struct fstx_domain *d);
 int fx_recover_mode(struct fstx_domain *d, int ignore_commit);
 
 int fx_move(struct fstx_domain *d, const char *src, const char *dst);
+/* Before-image ranges this long are cloned where reflink works. */
+extern uint64_t fx_clone_min;
 
 /* ---- trans.c ---- */
 struct btrfs_ioctl_usertrans;

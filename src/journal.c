@@ -15,18 +15,24 @@
  *     without its undo information on disk.
  *  3. Every record has a 32-byte header: magic "FXJ1", type, length,
  *     sequence number, transaction id and CRC-32C over header and payload.
- *     A record whose magic, txid or sequence does not match, or that is cut
- *     short, marks a segment that was torn before barrier 1 completed: no
- *     change of it can have happened, so recovery just discards it.  A record
- *     that matches but fails its CRC (or an unknown type or version) is
- *     corruption: recovery refuses (-EUCLEAN) and writes nothing.
+ *     A segment is complete when every record from BEGIN to END is there
+ *     with matching magic, txid, sequence and CRC (and every CLONE's bytes
+ *     match their CRC, rule 8).  An incomplete segment is either torn (power
+ *     loss or a kill before barrier 1 completed) or damaged; the progress
+ *     mark tells which: right after barrier 1 and before the first change,
+ *     the mark .fstx/step.TXID.0 is created (rule 5).  Without a mark no
+ *     change can have happened and recovery discards the segment; with one
+ *     (or with a BEGIN from an unknown format version, or an unknown record
+ *     type) the journal is corrupt: recovery refuses (-EUCLEAN) and writes
+ *     nothing.  Power loss cannot produce a mark with an incomplete
+ *     segment: barrier 1 made every byte of the segment durable first.
  *  4. Name changes are made only as the planned steps, each a single
  *     create-in-staging (.fstx/new/N) or rename with RENAME_NOREPLACE into an
  *     absent name.  Removed names are renamed into .fstx/trash/N, never
  *     deleted before commit.  Nothing is ever overwritten, so every step can
  *     be undone and the undo of a step that did not happen is a no-op.
- *  5. Before step N runs, the progress mark .fstx/step.N replaces
- *     step.N-1 (a rename: namespace operations persist in order, so the
+ *  5. Before step N runs, the progress mark .fstx/step.TXID.N replaces
+ *     step.TXID.N-1 (step.TXID.0 exists from barrier 1 on, rule 3) (a rename: namespace operations persist in order, so the
  *     mark never runs behind the steps).  Undo starts at the mark and runs
  *     the steps backwards, moving the mark down before each: every step
  *     below the mark is then known done and every one above known undone,
@@ -47,6 +53,15 @@
  *     fdatasync.
  *  7. A failed barrier is never retried as if it had succeeded: the
  *     transaction is rolled back and the handle latches the error.
+ *  8. On a filesystem with reflink (fsfacts.c), a before-image range of at
+ *     least fx_clone_min bytes is saved as a CLONE record instead of DATA:
+ *     the range, widened to whole blocks (or to the file's end), is cloned
+ *     with FICLONERANGE into the journal file itself at the first
+ *     block-aligned offset after the record, and the record carries the
+ *     CRC-32C of those bytes; the next record follows the cloned bytes.
+ *     Barrier 1 covers the clone like any journal write.  Recovery checks
+ *     every clone's CRC once END is found, before it changes anything,
+ *     then restores the range by cloning it back (or copying).
  *
  * Power-loss model: file data not covered by a barrier may be lost or torn;
  * namespace operations are assumed to persist in order (a prefix), as the
@@ -69,7 +84,10 @@
 #define J_CHUNK (1u << 20)  /* before-image bytes per DATA record */
 #define J_MAXREC (J_CHUNK + 3 * PATH_MAX + 256)
 
-enum { J_BEGIN = 1, J_STEP, J_SIZE, J_DATA, J_XATTR, J_END, J_COMMIT };
+enum { J_BEGIN = 1, J_STEP, J_SIZE, J_DATA, J_XATTR, J_END, J_COMMIT, J_CLONE };
+
+/* Ranges at least this long are cloned where reflink works (rule 8). */
+uint64_t fx_clone_min = 256u << 10;
 
 #define J_SECTOR 512
 
@@ -195,8 +213,8 @@ static void rec_end(struct jw *w, uint16_t type)
 static size_t strsz(const char *s) { return 4 + (s ? strlen(s) : 0); }
 static size_t recsz(size_t payload) { return sizeof(struct jhdr) + pad8(payload); }
 
-uint64_t fx_journal_size(const struct fx_step *steps, size_t nsteps,
-			 const struct fx_capture *caps, size_t ncaps)
+uint64_t fx_journal_size(struct fstx_domain *d, const struct fx_step *steps,
+			 size_t nsteps, const struct fx_capture *caps, size_t ncaps)
 {
 	uint64_t n = recsz(24) + recsz(4);
 
@@ -211,6 +229,15 @@ uint64_t fx_journal_size(const struct fx_step *steps, size_t nsteps,
 		for (size_t r = 0; r < c->nranges; r++) {
 			uint64_t len = c->ranges[r].len;
 			uint64_t nrec = (len + J_CHUNK - 1) / J_CHUNK;
+
+			if (len >= fx_clone_min && !d->fs.probed)
+				fx_fs_probe(d);
+			if (len >= fx_clone_min && d->fs.reflink) {
+				/* rule 8: shared blocks; the overwrite itself
+				 * needs the new space, counted as data */
+				n += recsz(40 + strsz(c->ipath)) + 2 * d->fs.block_size;
+				continue;
+			}
 
 			n += nrec * recsz(16 + strsz(c->ipath) + 4) + len + 8 * nrec;
 		}
@@ -237,11 +264,87 @@ static int open_capture(struct fstx_domain *d, const struct fx_capture *c,
 	return fd;
 }
 
+/* CRC-32C of [off, off + len) of fd, read in chunks; -errno on a short file. */
+static int64_t crc_range(int fd, uint64_t off, uint64_t len, unsigned char *chunk)
+{
+	uint32_t crc = 0;
+
+	while (len) {
+		size_t want = len > J_CHUNK ? J_CHUNK : (size_t)len;
+		ssize_t got = fstx_os.pread(fd, chunk, want, (off_t)off);
+
+		if (got < 0)
+			return got;
+		if (got == 0)
+			return -ESTALE; /* changed under us */
+		crc = fx_crc32c(crc, chunk, (size_t)got);
+		off += (uint64_t)got;
+		len -= (uint64_t)got;
+	}
+	return crc;
+}
+
+/*
+ * Rule 8: save [off, off + len) of c by cloning it into the journal.
+ * 1 saved, 0 not possible here (the caller copies), <0 error.
+ */
+static int write_clone(struct jw *w, const struct fx_capture *c, int fd,
+		       uint64_t off, uint64_t len, unsigned char *chunk)
+{
+	struct fstx_domain *d = w->d;
+	uint64_t bs = d->fs.block_size, a, e, joff;
+	int64_t crc;
+	int r;
+
+	if (len < fx_clone_min)
+		return 0;
+	if (!d->fs.probed)
+		fx_fs_probe(d); /* a failed probe leaves reflink off */
+	if (!d->fs.reflink)
+		return 0;
+	a = off & ~(bs - 1);
+	e = (off + len + bs - 1) & ~(bs - 1);
+	if (e > c->size)
+		e = c->size; /* the clone may end unaligned at end of file */
+	if (e <= a)
+		return 0;
+	joff = (uint64_t)w->off + w->used + recsz(40 + strsz(c->ipath));
+	joff = (joff + bs - 1) & ~(bs - 1);
+	r = fstx_os.ficlonerange(d->jfd, fd, a, e - a, joff);
+	if (r == -EOPNOTSUPP || r == -EXDEV || r == -EINVAL || r == -ETXTBSY)
+		return 0;
+	if (r < 0)
+		return r;
+	crc = crc_range(d->jfd, joff, e - a, chunk);
+	if (crc < 0)
+		return (int)crc;
+	put64(w, c->ino);
+	put64(w, a);
+	put64(w, e - a);
+	put64(w, joff);
+	put32(w, (uint32_t)crc);
+	put32(w, 0);
+	putstr(w, c->ipath);
+	rec_end(w, J_CLONE);
+	if (!w->err)
+		w->err = jw_flush(w);
+	if (!w->err && (uint64_t)w->off > joff)
+		w->err = -EIO; /* cannot happen: joff was computed past the record */
+	w->off = (off_t)pad8(joff + (e - a));
+	return w->err ? w->err : 1;
+}
+
 static void write_data(struct jw *w, const struct fx_capture *c, int fd,
 		       unsigned char *chunk)
 {
 	for (size_t r = 0; r < c->nranges && !w->err; r++) {
 		uint64_t off = c->ranges[r].off, end = off + c->ranges[r].len;
+		int cl = write_clone(w, c, fd, off, c->ranges[r].len, chunk);
+
+		if (cl < 0)
+			w->err = cl;
+		if (cl)
+			continue;
 
 		while (off < end && !w->err) {
 			size_t want = end - off > J_CHUNK ? J_CHUNK : (size_t)(end - off);
@@ -418,6 +521,7 @@ struct jr {
 	size_t nrecs, crecs;
 	unsigned char *buf;
 	uint64_t txid;
+	int have_begin;
 	int committed;
 };
 
@@ -542,20 +646,73 @@ static int read_rec(struct jr *j, off_t *off, uint32_t seq, struct jhdr *h)
 	if (h->magic != J_MAGIC || h->seq != seq || (seq && h->txid != j->txid))
 		return 0;
 	if (h->len > J_MAXREC)
-		return -EUCLEAN;
+		return 0; /* a damaged header: rule 3 decides */
 	r = read_full(j->d->jfd, j->buf, h->len, *off + (off_t)sizeof(*h));
 	if (r <= 0)
 		return r;
 	crc = h->crc;
 	h->crc = 0;
 	if (fx_crc32c(fx_crc32c(0, h, sizeof(*h)), j->buf, h->len) != crc)
-		return -EUCLEAN;
+		return 0; /* torn or damaged: see rule 3 */
 	*off += (off_t)(sizeof(*h) + pad8(h->len));
 	return 1;
 }
 
-/* Pass 1: validate every record, load steps.  1 complete, 0 torn, <0. */
-static int journal_load(struct jr *j)
+/* A CLONE record's payload (rule 8). */
+struct jclone {
+	uint64_t ino, off, len, joff;
+	uint32_t crc;
+	char *ipath;
+};
+
+static int parse_clone(const unsigned char *p, uint32_t n, struct jclone *k)
+{
+	struct cur c = { p, n, 0 };
+
+	k->ino = get(&c, 8);
+	k->off = get(&c, 8);
+	k->len = get(&c, 8);
+	k->joff = get(&c, 8);
+	k->crc = (uint32_t)get(&c, 4);
+	get(&c, 4);
+	k->ipath = getpath(&c, 1);
+	if (c.bad || !k->len || k->len > (1ull << 62) || k->joff > (1ull << 62) ||
+	    k->off > (1ull << 62) || k->joff % J_SECTOR) {
+		free(k->ipath);
+		k->ipath = NULL;
+		return -EUCLEAN;
+	}
+	return 0;
+}
+
+/* Rule 8: once the segment is known complete, check every clone's bytes.
+ * 1 all good, 0 torn, <0 corrupt or error. */
+static int check_clones(struct jr *j)
+{
+	for (size_t i = 0; i < j->nrecs; i++) {
+		struct jclone k;
+		int64_t crc;
+		int r;
+
+		if (j->recs[i].type != J_CLONE)
+			continue;
+		r = read_full(j->d->jfd, j->buf, j->recs[i].len, j->recs[i].off);
+		if (r <= 0)
+			return r < 0 ? r : -EUCLEAN;
+		if (parse_clone(j->buf, j->recs[i].len, &k) < 0)
+			return -EUCLEAN;
+		free(k.ipath);
+		crc = crc_range(j->d->jfd, k.joff, k.len, j->buf);
+		if (crc == -ESTALE || (crc >= 0 && (uint32_t)crc != k.crc))
+			return 0; /* cut short or changed: see rule 3 */
+		if (crc < 0)
+			return (int)crc;
+	}
+	return 1;
+}
+
+/* Pass 1: validate every record, load steps.  1 complete, 0 incomplete, <0. */
+static int journal_scan(struct jr *j)
 {
 	struct jhdr h;
 	off_t off = 0;
@@ -578,6 +735,7 @@ static int journal_load(struct jr *j)
 			if (get(&c, 4) != J_VERSION)
 				return -EUCLEAN; /* from a future (or past) format */
 			j->txid = h.txid;
+			j->have_begin = 1;
 		} else if (h.type == J_STEP) {
 			if ((r = add_step(j, &c)) < 0)
 				return r;
@@ -585,9 +743,23 @@ static int journal_load(struct jr *j)
 			if ((r = add_rec(j, h.type, off - (off_t)pad8(h.len),
 					 h.len)) < 0)
 				return r;
+		} else if (h.type == J_CLONE) {
+			struct jclone k;
+
+			if (parse_clone(j->buf, h.len, &k) < 0)
+				return -EUCLEAN;
+			free(k.ipath);
+			if (k.joff < (uint64_t)off)
+				return -EUCLEAN;
+			if ((r = add_rec(j, h.type, off - (off_t)pad8(h.len),
+					 h.len)) < 0)
+				return r;
+			off = (off_t)pad8(k.joff + k.len);
 		} else if (h.type == J_END) {
 			if (get(&c, 4) != seq)
 				return -EUCLEAN;
+			if ((r = check_clones(j)) <= 0)
+				return r;
 			off = commit_off((uint64_t)off);
 			r = read_rec(j, &off, seq + 1, &h);
 			if (r < 0)
@@ -599,6 +771,25 @@ static int journal_load(struct jr *j)
 		}
 		seq++;
 	}
+}
+
+/* Rule 3: an incomplete segment is torn without a progress mark, else corrupt. */
+static int journal_load(struct jr *j)
+{
+	int r = journal_scan(j), m;
+
+	if (r != 0)
+		return r;
+	if (j->have_begin) {
+		j->d->txid = j->txid;
+		m = fx_mark_get(j->d);
+		m = m >= 0 ? 1 : m == -1 ? 0 : m;
+	} else {
+		m = fx_mark_any(j->d);
+	}
+	if (m < 0)
+		return m;
+	return m ? -EUCLEAN : 0;
 }
 
 static int exists(struct fstx_domain *d, const char *p)
@@ -674,6 +865,58 @@ static int open_ino(struct fstx_domain *d, const char *ipath, uint64_t ino,
 	return open_capture(d, &c, flags);
 }
 
+static int write_all(int fd, const unsigned char *p, size_t n, uint64_t off)
+{
+	while (n) {
+		ssize_t k = fstx_os.pwrite(fd, p, n, (off_t)off);
+
+		if (k <= 0)
+			return k < 0 ? (int)k : -EIO;
+		p += k;
+		n -= (size_t)k;
+		off += (uint64_t)k;
+	}
+	return 0;
+}
+
+/* Rule 8: put a cloned before-image back: clone it, else copy it. */
+static int apply_clone(struct jr *j, const struct jrec *rec)
+{
+	struct jclone k;
+	uint64_t done = 0;
+	int r, fd;
+
+	r = read_full(j->d->jfd, j->buf, rec->len, rec->off);
+	if (r <= 0)
+		return r < 0 ? r : -EUCLEAN;
+	if (parse_clone(j->buf, rec->len, &k) < 0)
+		return -EUCLEAN;
+	fd = open_ino(j->d, k.ipath, k.ino, O_WRONLY);
+	free(k.ipath);
+	if (fd < 0)
+		return fd;
+	r = fstx_os.ficlonerange(fd, j->d->jfd, k.joff, k.len, k.off);
+	if (r == 0)
+		done = k.len;
+	else
+		r = 0;
+	while (!r && done < k.len) {
+		size_t want = k.len - done > J_CHUNK ? J_CHUNK : (size_t)(k.len - done);
+		ssize_t n = fstx_os.pread(j->d->jfd, j->buf, want,
+					  (off_t)(k.joff + done));
+
+		if (n <= 0) {
+			r = n < 0 ? (int)n : -EUCLEAN;
+			break;
+		}
+		if ((r = write_all(fd, j->buf, (size_t)n, k.off + done)) < 0)
+			break;
+		done += (uint64_t)n;
+	}
+	fstx_os.close(fd);
+	return r;
+}
+
 static int apply_rec(struct jr *j, const struct jrec *rec)
 {
 	struct cur c = { j->buf, rec->len, 0 };
@@ -738,18 +981,26 @@ static int journal_undo(struct jr *j)
 
 	if (mark < 0 && mark != -1)
 		return mark;
-	if (mark >= 0 && (size_t)mark >= j->nsteps)
+	if (mark > 0 && (size_t)mark >= j->nsteps)
 		return -EUCLEAN;
+	if (mark == 0 && !j->nsteps)
+		mark = -1; /* rule 3: changes began, but there are no steps */
 	for (long i = mark; i >= 0; i--)
 		if ((r = fx_mark_set(j->d, i)) < 0 ||
 		    (r = undo_step(j->d, &j->steps[i])) < 0)
 			return r;
 	/* Sizes first, then data inside them, then xattrs (rule 5). */
 	for (int pass = J_SIZE; pass <= J_XATTR; pass++)
-		for (size_t i = 0; i < j->nrecs; i++)
-			if (j->recs[i].type == pass &&
-			    (r = apply_rec(j, &j->recs[i])) < 0)
+		for (size_t i = 0; i < j->nrecs; i++) {
+			if (pass == J_DATA && j->recs[i].type == J_CLONE)
+				r = apply_clone(j, &j->recs[i]);
+			else if (j->recs[i].type == pass)
+				r = apply_rec(j, &j->recs[i]);
+			else
+				continue;
+			if (r < 0)
 				return r;
+		}
 	return 0;
 }
 

@@ -804,7 +804,7 @@ static int plan_rename(struct plan *P, size_t i, struct pop *po)
 		r = -EISDIR;
 	else if (nn.state != N_ABSENT && nn.kind == K_DIR &&
 		 (r = dir_empty(P, nw, &nn)) <= 0)
-		r = r < 0 ? r : -P->d->enotempty;
+		r = r < 0 ? r : -P->d->fs.enotempty;
 	else {
 		if (nn.state != N_ABSENT && (r = plan_trash(P, i, nw)) < 0)
 			goto out;

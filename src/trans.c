@@ -387,7 +387,7 @@ static int preflight(struct fstx_domain *d, const struct btrfs_ioctl_usertrans *
 
 	if (r < 0)
 		return r;
-	bytes = fx_journal_size(P->steps, P->nsteps, P->caps, P->ncaps) +
+	bytes = fx_journal_size(d, P->steps, P->nsteps, P->caps, P->ncaps) +
 		(ut->data_bytes ? ut->data_bytes : P->est_bytes);
 	inodes = ut->metadata_ops ? ut->metadata_ops : P->est_inodes;
 	if ((uint64_t)sv.f_bavail * sv.f_frsize < bytes)
@@ -510,6 +510,11 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 	    (r = fx_journal_write(d, P.steps, P.nsteps, P.caps, P.ncaps,
 				  P.nops)) < 0) {
 		/* Nothing changed; forget the half-written journal. */
+		fx_journal_clear(d, 1);
+		goto out;
+	}
+	/* Changes begin: say so first (journal.c rule 3). */
+	if (journaled && (r = fx_mark_set(d, 0)) < 0) {
 		fx_journal_clear(d, 1);
 		goto out;
 	}

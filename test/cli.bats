@@ -138,9 +138,11 @@ T
 
 @test "a corrupt journal is refused with exit 3" {
 	"$FSTX" status "$D" >/dev/null
-	# a BEGIN header with a wrong checksum
+	# a BEGIN header with a wrong checksum, and a progress mark: changes
+	# had begun, so this cannot be a write torn before barrier 1
 	printf 'FXJ1\001\000\000\000\030\000\000\000' > "$D/.fstx/journal"
 	head -c 44 /dev/zero >> "$D/.fstx/journal"
+	ln -s fstx "$D/.fstx/step.0123456789abcdef.0"
 	before="$(snap)"
 	run "$FSTX" recover "$D"
 	[ "$status" -eq 3 ]
@@ -149,6 +151,17 @@ T
 	run "$FSTX" run "$D" "$TX/t.tx"
 	[ "$status" -eq 3 ]
 	[ "$(snap)" = "$before" ]
+}
+
+@test "a torn journal without a progress mark is discarded" {
+	"$FSTX" status "$D" >/dev/null
+	printf 'FXJ1\001\000\000\000\030\000\000\000' > "$D/.fstx/journal"
+	head -c 44 /dev/zero >> "$D/.fstx/journal"
+	before="$(snap)"
+	run "$FSTX" recover "$D"
+	[ "$status" -eq 0 ]
+	[ "$(snap)" = "$before" ]
+	[ ! -s "$D/.fstx/journal" ]
 }
 
 @test "status --json reports filesystem facts" {

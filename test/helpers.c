@@ -14,6 +14,18 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+extern uint64_t fx_clone_min; /* journal.c (internal) */
+
+/* FSTX_CLONE_MIN=N: clone before-images of N bytes or more (where reflink
+ * works), so the crash harness covers the clone path with small tx. */
+__attribute__((constructor)) static void t_clone_min(void)
+{
+	const char *v = getenv("FSTX_CLONE_MIN");
+
+	if (v && *v)
+		fx_clone_min = strtoull(v, NULL, 0);
+}
+
 static void die(const char *what)
 {
 	perror(what);

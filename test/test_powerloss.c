@@ -430,6 +430,19 @@ static void undo_data(const struct data *d, int fd, int tear)
 			if (pwrite(fd, d->old + s, n, (off_t)(d->off + s)) < 0)
 				DIE("fatal");
 	}
+	/* the grown part torn: some of its sectors read back as a hole */
+	if (d->off + d->len > d->oldsize && tear && !d->whole) {
+		static const char zero[SECTOR];
+		uint64_t s = d->off > d->oldsize ? d->off : d->oldsize;
+
+		for (; s < d->off + d->len; s += SECTOR) {
+			uint64_t n = d->off + d->len - s < SECTOR ? d->off + d->len - s : SECTOR;
+
+			if (rand_r(&pl.seed) % 4 == 0 &&
+			    pwrite(fd, zero, n, (off_t)s) < 0)
+				DIE("fatal");
+		}
+	}
 	/* the grown part: lost as zeros, or the size update lost too */
 	if (d->off + d->len > d->oldsize && !tear) {
 		struct stat st;
