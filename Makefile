@@ -46,6 +46,13 @@ $(B)/test_%: test/test_%.c test/helpers.c test/*.h test/faultos.c $(B)/libfstx.a
 $(B)/seed_usertrans $(B)/ergonomic: $(B)/%: examples/%.c $(B)/libfstx.a
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libfstx.a
 
+$(B)/bench_overwrite: bench/overwrite.c $(B)/libfstx.a
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libfstx.a
+
+# Figures, not tests: workload (d) on every filesystem.
+bench: all $(B)/bench_overwrite
+	@bash bench/run.sh $(B)
+
 deps:
 	@bash tools/deps.sh
 
@@ -71,4 +78,4 @@ demo: $(B)/fstx
 clean:
 	rm -rf build build-san
 
-.PHONY: all check check-san crashtest demo clean deps
+.PHONY: all check check-san crashtest demo clean deps bench

@@ -315,7 +315,8 @@ static int write_clone(struct jw *w, const struct fx_capture *c, int fd,
 		return 0;
 	if (r < 0)
 		return r;
-	crc = crc_range(d->jfd, joff, e - a, chunk);
+	/* the source's pages are likely cached; the clone's are not */
+	crc = crc_range(fd, a, e - a, chunk);
 	if (crc < 0)
 		return (int)crc;
 	put64(w, c->ino);
