@@ -17,7 +17,7 @@ LIB_SRC := src/os.c src/crc32c.c src/domain.c src/journal.c src/plan.c \
 LIB_OBJ := $(LIB_SRC:src/%.c=$(B)/%.o)
 SOVER := 0
 
-TESTS := test_abi test_ops test_rollback test_crash test_txtext test_powerloss test_large
+TESTS := test_abi test_ops test_rollback test_crash test_txtext test_powerloss test_large test_journal
 TEST_BIN := $(TESTS:%=$(B)/%)
 
 all: $(B)/libfstx.a $(B)/libfstx.so.$(SOVER) $(B)/fstx

@@ -220,8 +220,9 @@ static int mark_entry(int fd, const char *name, void *arg)
 	if (strncmp(name, "step.", 5))
 		return 0;
 	if (m->unlink_all) {
-		fstx_os.unlinkat(fd, name, 0);
-		return 0;
+		int r = fstx_os.unlinkat(fd, name, 0);
+
+		return r == -ENOENT ? 0 : r;
 	}
 	if (strncmp(name, m->want, wl))
 		return 0;

@@ -3,8 +3,10 @@
  *
  * Rules.  Each is relied on by recovery; a change to one is a format change.
  *
- *  1. The journal is clean when it is empty (size 0).  Any other content is
- *     a hot journal, and no transaction starts on the domain until recovery
+ *  1. The journal is clean when it is empty (size 0) and no progress mark
+ *     exists (an empty journal beside a mark was cut: corrupt; cleanup
+ *     therefore removes marks before it empties the journal).  Any other
+ *     content is a hot journal, and no transaction starts on the domain until recovery
  *     has rolled it back (or refused it as corrupt).
  *  2. Before a transaction changes anything, fstx plans it completely and
  *     writes one segment: BEGIN, the STEP records of every name change it
@@ -1015,7 +1017,12 @@ int fx_recover_mode(struct fstx_domain *d, int ignore_commit)
 	struct jr j = { .d = d };
 	int r = fx_journal_hot(d), complete;
 
-	if (r <= 0)
+	if (r == 0) {
+		/* Rule 1: empty, but a progress mark says changes began. */
+		r = fx_mark_any(d);
+		return r < 0 ? r : r ? -EUCLEAN : 0;
+	}
+	if (r < 0)
 		return r;
 	j.buf = malloc(J_MAXREC);
 	if (!j.buf)
@@ -1037,10 +1044,11 @@ int fx_recover_mode(struct fstx_domain *d, int ignore_commit)
 			goto out;
 		}
 	}
-	r = fx_journal_clear(d, 1);
+	/* marks first: an empty journal with a mark is damage (rule 1) */
+	r = fx_clean_scratch(d);
 	if (r < 0)
 		goto out;
-	r = fx_clean_scratch(d);
+	r = fx_journal_clear(d, 1);
 	if (r == 0)
 		r = 1;
 out:

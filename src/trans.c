@@ -464,8 +464,9 @@ static long execute(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 			return rr < 0 ? rr : r;
 		}
 		/* Committed.  Garbage only from here; the next tx retries. */
-		fx_journal_clear(d, 0);
-		fx_clean_scratch(d);
+		/* marks first: an empty journal with a mark is damage (rule 1) */
+		if (fx_clean_scratch(d) == 0)
+			fx_journal_clear(d, 0);
 	}
 	return 0;
 }
