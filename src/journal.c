@@ -156,19 +156,26 @@ static void putstr(struct jw *w, const char *s)
 	putbytes(w, s ? s : "", s ? strlen(s) : 0);
 }
 
+static int write_all(int fd, const unsigned char *p, size_t n, uint64_t off)
+{
+	while (n) {
+		ssize_t k = fstx_os.pwrite(fd, p, n, (off_t)off);
+
+		if (k <= 0)
+			return k < 0 ? (int)k : -EIO;
+		p += k;
+		n -= (size_t)k;
+		off += (uint64_t)k;
+	}
+	return 0;
+}
+
 static int jw_flush(struct jw *w)
 {
-	size_t done = 0;
+	int r = write_all(w->d->jfd, w->buf, w->used, (uint64_t)w->off);
 
-	while (done < w->used) {
-		ssize_t n = fstx_os.pwrite(w->d->jfd, w->buf + done,
-					   w->used - done, w->off + (off_t)done);
-		if (n < 0)
-			return (int)n;
-		if (n == 0)
-			return -EIO;
-		done += (size_t)n;
-	}
+	if (r < 0)
+		return r;
 	w->off += (off_t)w->used;
 	w->used = 0;
 	return 0;
@@ -866,20 +873,6 @@ static int open_ino(struct fstx_domain *d, const char *ipath, uint64_t ino,
 	struct fx_capture c = { .ipath = (char *)ipath, .ino = ino };
 
 	return open_capture(d, &c, flags);
-}
-
-static int write_all(int fd, const unsigned char *p, size_t n, uint64_t off)
-{
-	while (n) {
-		ssize_t k = fstx_os.pwrite(fd, p, n, (off_t)off);
-
-		if (k <= 0)
-			return k < 0 ? (int)k : -EIO;
-		p += k;
-		n -= (size_t)k;
-		off += (uint64_t)k;
-	}
-	return 0;
 }
 
 /* Rule 8: put a cloned before-image back: clone it, else copy it. */
