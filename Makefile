@@ -16,6 +16,13 @@ LIB_SRC := src/os.c src/crc32c.c src/domain.c src/journal.c src/plan.c \
 	   src/trans.c src/api.c src/txtext.c src/fsfacts.c
 LIB_OBJ := $(LIB_SRC:src/%.c=$(B)/%.o)
 SOVER := 0
+VERSION := $(shell sed -n 's/^\#define FSTX_VERSION_STRING "\(.*\)"/\1/p' include/fstx.h)
+LIBDIR ?= $(PREFIX)/lib
+BINDIR ?= $(PREFIX)/bin
+INCDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
+PCDIR ?= $(LIBDIR)/pkgconfig
+INSTALL ?= install
 
 TESTS := test_abi test_ops test_rollback test_crash test_txtext test_powerloss test_large test_journal
 TEST_BIN := $(TESTS:%=$(B)/%)
@@ -64,7 +71,7 @@ check: deps all $(TEST_BIN) $(EXAMPLES)
 	@$(MAKE) --no-print-directory SAN=1 check-san
 
 check-san: all $(TEST_BIN) $(EXAMPLES)
-	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 FSTX_MATRIX= FSTX_CORPUS_FIRST=12 FSTX_LARGE_MB=64 \
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 FSTX_MATRIX= FSTX_PACKAGING=0 FSTX_CORPUS_FIRST=12 FSTX_LARGE_MB=64 \
 		FSTX_LABEL=asan+ubsan bash test/run.sh $(B)
 
 # The whole crash/error harness: every corpus transaction on every filesystem.
@@ -72,10 +79,52 @@ crashtest: deps all $(TEST_BIN)
 	@FSTX_CORPUS_OTHERS=0 FSTX_SUITES="test_rollback test_crash test_powerloss" \
 		bash test/run.sh $(B)
 
+# Man pages: one per function group; the other function names are symlinks.
+MAN1 := man/fstx.1
+MAN3 := $(wildcard man/*.3)
+MAN5 := man/fstx-tx.5
+MAN7 := man/fstx.7
+# name:page pairs for the functions documented on a group page
+MAN3_LINKS := $(shell sed -n 's/^\.\\" links: //p' $(MAN3))
+
+install: all
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PCDIR) \
+		$(DESTDIR)$(INCDIR)/fstx $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 \
+		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man7
+	$(INSTALL) -m 755 $(B)/fstx $(DESTDIR)$(BINDIR)/fstx
+	$(INSTALL) -m 644 $(B)/libfstx.a $(DESTDIR)$(LIBDIR)/libfstx.a
+	$(INSTALL) -m 755 $(B)/libfstx.so.$(SOVER) $(DESTDIR)$(LIBDIR)/libfstx.so.$(VERSION)
+	ln -sf libfstx.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libfstx.so.$(SOVER)
+	ln -sf libfstx.so.$(SOVER) $(DESTDIR)$(LIBDIR)/libfstx.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+		fstx.pc.in > $(DESTDIR)$(PCDIR)/fstx.pc
+	$(INSTALL) -m 644 include/fstx.h $(DESTDIR)$(INCDIR)/fstx.h
+	$(INSTALL) -m 644 include/fstx/*.h $(DESTDIR)$(INCDIR)/fstx/
+	$(INSTALL) -m 644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
+	$(INSTALL) -m 644 $(MAN3) $(DESTDIR)$(MANDIR)/man3/
+	$(INSTALL) -m 644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
+	$(INSTALL) -m 644 $(MAN7) $(DESTDIR)$(MANDIR)/man7/
+	@for l in $(MAN3_LINKS); do \
+		ln -sf $${l#*:}.3 $(DESTDIR)$(MANDIR)/man3/$${l%%:*}.3; \
+	done
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/fstx $(DESTDIR)$(LIBDIR)/libfstx.a \
+		$(DESTDIR)$(LIBDIR)/libfstx.so $(DESTDIR)$(LIBDIR)/libfstx.so.$(SOVER) \
+		$(DESTDIR)$(LIBDIR)/libfstx.so.$(VERSION) $(DESTDIR)$(PCDIR)/fstx.pc \
+		$(DESTDIR)$(INCDIR)/fstx.h
+	rm -f $(addprefix $(DESTDIR)$(INCDIR)/fstx/,$(notdir $(wildcard include/fstx/*.h)))
+	-rmdir $(DESTDIR)$(INCDIR)/fstx 2>/dev/null
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(MAN3))) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5))) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man7/,$(notdir $(MAN7)))
+	@for l in $(MAN3_LINKS); do rm -f $(DESTDIR)$(MANDIR)/man3/$${l%%:*}.3; done
+
 demo: $(B)/fstx
 	@bash examples/demo.sh $(B)/fstx
 
 clean:
 	rm -rf build build-san
 
-.PHONY: all check check-san crashtest demo clean deps bench
+.PHONY: all check check-san crashtest demo clean deps bench install uninstall

@@ -15,7 +15,7 @@
  *     fstx_tx *tx;
  *     int r, fd;
  *
- *     r = fstx_domain_open("/srv/store", &d);        // recovers a hot journal
+ *     r = fstx_domain_open("/srv/store", &d);        // creates DIR/.fstx/ once
  *     r = fstx_tx_new(d, &tx);                      // strict by default
  *     fd = fstx_tx_open(tx, "obj/new", O_WRONLY|O_CREAT|O_EXCL, 0644);
  *     fstx_tx_pwrite(tx, fd, buf, len, 0);          // buf must live until commit
@@ -36,6 +36,9 @@
  * (see <fstx/btrfs_usertrans.h>) with the RFC's semantics plus rollback.
  *
  * All functions return 0 or a positive value on success and -errno on failure.
+ *
+ * A hot journal left by a crash is rolled back, under the lock, before the
+ * next transaction runs (or by fstx_recover()).
  *
  * Caveats (see fstx(7)):
  *  - Cooperating processes only: a process that changes the domain without

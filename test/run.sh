@@ -96,6 +96,24 @@ run_fs() {
 }
 
 run_fs "${FSTX_LABEL:-scratch}" "$WORK"
+
+# Packaging: make install into a DESTDIR, pkg-config, man pages (once).
+if [ "${FSTX_PACKAGING:-1}" = 1 ]; then
+	echo "=== packaging"
+	out="$WORK/packaging.log"
+	FSTX_BUILD=$B bats "$ROOT/test/install.bats" >"$out" 2>&1
+	rc=$?
+	read -r p f < <(tally "$out")
+	[ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+	if [ "$rc" -ne 0 ]; then
+		echo "  install.bats FAILED:"
+		grep -E 'not ok|^#' "$out" | head -20 | sed 's/^/    /'
+	else
+		echo "  install.bats: $p passed"
+	fi
+	summary+=("packaging: $p passed, $f failed")
+	total_pass=$((total_pass + p)) total_fail=$((total_fail + f))
+fi
 for fs in ${FSTX_MATRIX-ext4 xfs btrfs tmpfs}; do
 	if [ "$(id -u)" -ne 0 ]; then
 		summary+=("$fs: skipped (not root: cannot mount)")
