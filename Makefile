@@ -69,6 +69,7 @@ EXAMPLES := $(B)/seed_usertrans $(B)/ergonomic
 check: deps all $(TEST_BIN) $(EXAMPLES)
 	@bash test/run.sh $(B)
 	@$(MAKE) --no-print-directory SAN=1 check-san
+	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=20
 
 check-san: all $(TEST_BIN) $(EXAMPLES)
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 FSTX_MATRIX= FSTX_PACKAGING=0 FSTX_CORPUS_FIRST=12 FSTX_LARGE_MB=64 \
@@ -121,10 +122,30 @@ uninstall:
 		$(addprefix $(DESTDIR)$(MANDIR)/man7/,$(notdir $(MAN7)))
 	@for l in $(MAN3_LINKS); do rm -f $(DESTDIR)$(MANDIR)/man3/$${l%%:*}.3; done
 
+# Fuzzing (libFuzzer, clang): each target runs FUZZ_TIME seconds on a copy of
+# its seed corpus in fuzz/corpus/, after replaying fuzz/regress/.
+FUZZ_CC ?= clang
+FUZZ_TIME ?= 60
+FUZZ_TARGETS := fuzz_txtext fuzz_abi fuzz_journal
+FB := build-fuzz
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_FLAGS := -std=gnu11 $(WARN) -Wno-missing-prototypes -Iinclude -Isrc -Itest -g -O1 \
+	-fno-omit-frame-pointer $(FUZZ_SAN)
+FUZZ_LIB := $(LIB_SRC) test/helpers.c test/faultos.c
+
+$(FB)/fuzz_%: fuzz/fuzz_%.c fuzz/common.h $(FUZZ_LIB) src/*.h include/fstx.h test/*.h
+	@mkdir -p $(FB)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB)
+
+fuzz-build: $(FUZZ_TARGETS:%=$(FB)/%)
+
+fuzz: fuzz-build
+	@bash fuzz/run.sh $(FB) $(FUZZ_TIME) $(FUZZ_TARGETS)
+
 demo: $(B)/fstx
 	@bash examples/demo.sh $(B)/fstx
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
 
-.PHONY: all check check-san crashtest demo clean deps bench install uninstall
+.PHONY: all check check-san crashtest demo clean deps bench install uninstall fuzz fuzz-build

@@ -584,6 +584,37 @@ static char *getpath(struct cur *c, int may_be_empty)
 	return s;
 }
 
+/* An xattr name: any bytes but NUL, as the writer recorded the op's name. */
+static char *getname(struct cur *c)
+{
+	uint32_t len;
+	const unsigned char *p = getbytes(c, &len);
+	char *s;
+
+	if (!p || !len || len >= PATH_MAX || memchr(p, 0, len)) {
+		c->bad = 1;
+		return NULL;
+	}
+	s = strndup((const char *)p, len);
+	if (!s)
+		c->bad = 1;
+	return s;
+}
+
+/* Whether path has a ".." component ("a/..b" is a plain name). */
+static int dotdot(const char *path)
+{
+	for (const char *p = path; p && *p;) {
+		size_t n = strcspn(p, "/");
+
+		if (n == 2 && p[0] == '.' && p[1] == '.')
+			return 1;
+		p += n;
+		p += *p == '/';
+	}
+	return 0;
+}
+
 static int add_step(struct jr *j, struct cur *c)
 {
 	struct fx_step s = { 0 };
@@ -595,7 +626,7 @@ static int add_step(struct jr *j, struct cur *c)
 	s.dst = getpath(c, 0);
 	s.aux = getpath(c, 1);
 	if (c->bad || s.kind < FX_ST_MKFILE || s.kind > FX_ST_MOVE ||
-	    strstr(s.dst, "..") || (s.src && strstr(s.src, ".."))) {
+	    dotdot(s.dst) || dotdot(s.src)) {
 		free(s.src);
 		free(s.dst);
 		free(s.aux);
@@ -939,7 +970,7 @@ static int apply_rec(struct jr *j, const struct jrec *rec)
 		ino = get(&c, 8);
 		present = (uint32_t)get(&c, 4);
 		ipath = getpath(&c, 1);
-		name = getpath(&c, 0);
+		name = getname(&c);
 		data = getbytes(&c, &len);
 	}
 	r = -EUCLEAN;

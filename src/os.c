@@ -148,34 +148,38 @@ static ssize_t os_getdents(int fd, void *buf, size_t len)
 
 static int os_dup(int fd) { RET(fcntl(fd, F_DUPFD_CLOEXEC, 0)); }
 
-const struct fstx_os fstx_os_libc = {
-	.openat2 = os_openat2,
-	.close = os_close,
-	.pread = os_pread,
-	.pwrite = os_pwrite,
-	.fsync = os_fsync,
-	.fdatasync = os_fdatasync,
-	.syncfs = os_syncfs,
-	.ftruncate = os_ftruncate,
-	.fstat = os_fstat,
-	.fstatat = os_fstatat,
-	.fstatvfs = os_fstatvfs,
-	.fstatfs = os_fstatfs,
-	.renameat2 = os_renameat2,
-	.unlinkat = os_unlinkat,
-	.mkdirat = os_mkdirat,
-	.symlinkat = os_symlinkat,
-	.linkat = os_linkat,
-	.readlinkat = os_readlinkat,
-	.fgetxattr = os_fgetxattr,
-	.fsetxattr = os_fsetxattr,
-	.fremovexattr = os_fremovexattr,
-	.flistxattr = os_flistxattr,
-	.ficlonerange = os_ficlonerange,
-	.copy_file_range = os_copy_file_range,
-	.flock = os_flock,
-	.getdents = os_getdents,
-	.dup = os_dup,
-};
+/* The libc table; fstx_os starts as a copy of it (a macro: C has no
+ * constant struct copies in initializers). */
+#define OS_LIBC { \
+	.openat2 = os_openat2, \
+	.close = os_close, \
+	.pread = os_pread, \
+	.pwrite = os_pwrite, \
+	.fsync = os_fsync, \
+	.fdatasync = os_fdatasync, \
+	.syncfs = os_syncfs, \
+	.ftruncate = os_ftruncate, \
+	.fstat = os_fstat, \
+	.fstatat = os_fstatat, \
+	.fstatvfs = os_fstatvfs, \
+	.fstatfs = os_fstatfs, \
+	.renameat2 = os_renameat2, \
+	.unlinkat = os_unlinkat, \
+	.mkdirat = os_mkdirat, \
+	.symlinkat = os_symlinkat, \
+	.linkat = os_linkat, \
+	.readlinkat = os_readlinkat, \
+	.fgetxattr = os_fgetxattr, \
+	.fsetxattr = os_fsetxattr, \
+	.fremovexattr = os_fremovexattr, \
+	.flistxattr = os_flistxattr, \
+	.ficlonerange = os_ficlonerange, \
+	.copy_file_range = os_copy_file_range, \
+	.flock = os_flock, \
+	.getdents = os_getdents, \
+	.dup = os_dup, \
+}
 
-struct fstx_os fstx_os = fstx_os_libc;
+const struct fstx_os fstx_os_libc = OS_LIBC;
+
+struct fstx_os fstx_os = OS_LIBC;

@@ -172,3 +172,25 @@ T
 	[[ "$output" == *'"block_size":'* ]]
 	[[ "$output" == *'"reflink":'* ]]
 }
+
+@test "a removexattr whose name the kernel refuses rolls back and leaves the journal clean" {
+	mkdir -p "$D/d/e"
+	before=$(snap)
+	run "$FSTX" run "$D" - <<<'removexattr d/e /not-a-namespace.k'
+	[ "$status" -eq 1 ]
+	[ "$(snap)" = "$before" ]
+	run "$FSTX" status "$D" --json
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"hot":false'* ]]
+}
+
+@test "a name that begins with two dots (d/..f) is a plain name, also for recovery" {
+	mkdir -p "$D/d"
+	before=$(snap)
+	run "$FSTX" run "$D" - <<<$'rename a d/..f\nunlink nothere'
+	[ "$status" -eq 1 ]
+	[ "$(snap)" = "$before" ]
+	run "$FSTX" run "$D" - <<<'rename a d/..f'
+	[ "$status" -eq 0 ]
+	[ "$(cat "$D/d/..f")" = alpha ]
+}

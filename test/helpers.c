@@ -26,7 +26,7 @@ __attribute__((constructor)) static void t_clone_min(void)
 		fx_clone_min = strtoull(v, NULL, 0);
 }
 
-static void die(const char *what)
+__attribute__((noreturn)) static void die(const char *what)
 {
 	perror(what);
 	abort();

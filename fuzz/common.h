@@ -1,0 +1,83 @@
+/*
+ * common.h - shared set-up of the fuzz targets: a scratch area on tmpfs
+ * (/dev/shm, or $FSTX_FUZZ_DIR) holding the domain and a watched sibling
+ * tree "outside" that no input may change, and the all-or-nothing oracle.
+ * Fuzz code calls libc directly, like the tests.
+ */
+#ifndef FSTX_FUZZ_COMMON_H
+#define FSTX_FUZZ_COMMON_H
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "os.h"
+#include "helpers.h"
+
+static char *fz_base, *fz_dom, *fz_out;
+static char *fz_out_snap;
+
+/* Die loudly: libFuzzer records the input that made us abort. */
+#define FZ_CHECK(cond, ...)                                                  \
+	do {                                                                 \
+		if (!(cond)) {                                               \
+			fprintf(stderr, "fuzz oracle: " __VA_ARGS__);        \
+			fprintf(stderr, "\n");                               \
+			abort();                                             \
+		}                                                            \
+	} while (0)
+
+static void fz_rmtree_at_exit(void)
+{
+	if (fz_base)
+		t_rmtree(fz_base);
+}
+
+/* Once per process: the scratch area and the outside tree. */
+static void fz_setup(void)
+{
+	const char *b = getenv("FSTX_FUZZ_DIR");
+
+	if (fz_base)
+		return;
+	if (asprintf(&fz_base, "%s/fstx-fuzz-XXXXXX", b && *b ? b : "/dev/shm") < 0 ||
+	    !mkdtemp(fz_base))
+		abort();
+	atexit(fz_rmtree_at_exit);
+	if (asprintf(&fz_dom, "%s/dom", fz_base) < 0 ||
+	    asprintf(&fz_out, "%s/outside", fz_base) < 0)
+		abort();
+	t_write(fz_out, "secret", "outside data\n", 13);
+	t_write(fz_out, "dir/file", "more outside data\n", 18);
+	fz_out_snap = t_snapshot(fz_out);
+}
+
+/* A fresh populated domain (test/corpus.h's tree); returns its snapshot. */
+static char *fz_fresh_domain(void)
+{
+	t_rmtree(fz_dom);
+	mkdir(fz_dom, 0755);
+	t_populate(fz_dom);
+	/* A name that leads outside, for inputs to try. */
+	char p[4096];
+
+	snprintf(p, sizeof(p), "%s/out", fz_dom);
+	symlink("../outside", p);
+	return t_snapshot(fz_dom);
+}
+
+static void fz_check_outside(void)
+{
+	char *s = t_snapshot(fz_out);
+
+	FZ_CHECK(strcmp(s, fz_out_snap) == 0, "a file outside the domain changed");
+	free(s);
+}
+
+#endif

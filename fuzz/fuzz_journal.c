@@ -1,0 +1,253 @@
+/*
+ * fuzz_journal.c - the journal reader and recovery (journal.c).
+ *
+ * Input byte 0 picks a mode:
+ *   0  raw: the rest of the input is the whole journal; byte 1 bit 0 adds a
+ *      progress mark for the txid its first header names;
+ *   1  damage: a real hot journal (test/corpus.h transaction 0 stopped by a
+ *      sticky EIO after it began changing the tree) gets the input's
+ *      (offset, xor) patches, 5 bytes each, and byte 1 bit 1 truncates it;
+ *   2  forge: as 1, then every record's CRC is recomputed, so the reader's
+ *      checks after the CRC (lengths, types, paths, sizes) are reached.
+ * Then fstx_recover().  Oracle: nothing outside the domain changes; a
+ * refused journal (-EUCLEAN) writes nothing to the tree; an undamaged
+ * journal restores the initial tree exactly; no crash, leak or UB.
+ */
+#include "common.h"
+#include "faultos.h"
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "corpus.h"
+#pragma GCC diagnostic pop
+
+static long fail_at; /* call number where the sticky EIO starts */
+static char *committed; /* the tree after transaction 0 commits */
+
+static long run_tx(void)
+{
+	struct btrfs_ioctl_usertrans ut = { 0 };
+	struct fx_txt t;
+	int fd;
+	long r;
+
+	if (fx_txt_parse(corpus[0], strlen(corpus[0]), AT_FDCWD, &t) < 0)
+		abort();
+	ut.num_ops = t.nops;
+	ut.ops_ptr = (uint64_t)(uintptr_t)t.ops;
+	ut.num_fds = t.num_fds;
+	ut.flags = t.flags;
+	fd = open(fz_dom, O_RDONLY | O_DIRECTORY);
+	r = fstx_usertrans(fd, &ut);
+	close(fd);
+	fx_txt_free(&t);
+	return r;
+}
+
+static char *path_in(const char *rel)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/.fstx/%s", fz_dom, rel) < 0)
+		abort();
+	return p;
+}
+
+static int journal_hot(void)
+{
+	struct stat st;
+	char *p = path_in("journal");
+	int r = stat(p, &st) == 0 && st.st_size > 0;
+
+	free(p);
+	return r;
+}
+
+/* Leave a hot journal behind; returns the initial tree's snapshot. */
+static char *make_hot(void)
+{
+	char *init = fz_fresh_domain();
+
+	fo_install(FO_FAIL, fail_at, EIO);
+	fo.sticky = 1;
+	run_tx();
+	fo_remove();
+	return init;
+}
+
+static void write_file(const char *p, const unsigned char *b, size_t n);
+static unsigned char *read_file(const char *p, size_t *n);
+
+/* FSTX_FUZZ_SEED=FILE: write the hot journal as a mode-0 input (seeds). */
+static void dump_seed(void)
+{
+	const char *out = getenv("FSTX_FUZZ_SEED");
+	unsigned char *j, *s;
+	size_t n;
+	char *jp;
+
+	if (!out)
+		return;
+	jp = path_in("journal");
+	j = read_file(jp, &n);
+	s = malloc(n + 2);
+	if (!s)
+		abort();
+	s[0] = 0;
+	s[1] = 1; /* with the progress mark */
+	memcpy(s + 2, j, n);
+	write_file(out, s, n + 2);
+	free(s);
+	free(j);
+	free(jp);
+}
+
+static void find_fail_at(void)
+{
+	long calls;
+
+	free(fz_fresh_domain());
+	fo_install(FO_COUNT, 0, 0);
+	if (run_tx() != 0)
+		abort();
+	committed = t_snapshot(fz_dom);
+	calls = fo.calls;
+	fo_remove();
+	/* A point about two thirds in that leaves a hot journal. */
+	for (fail_at = calls * 2 / 3; fail_at > 0; fail_at--) {
+		free(make_hot());
+		if (journal_hot())
+			break;
+	}
+	if (!fail_at)
+		abort();
+	dump_seed();
+}
+
+static void write_file(const char *p, const unsigned char *b, size_t n)
+{
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	if (fd < 0 || write(fd, b, n) != (ssize_t)n)
+		abort();
+	close(fd);
+}
+
+static unsigned char *read_file(const char *p, size_t *n)
+{
+	struct stat st;
+	unsigned char *b;
+	int fd = open(p, O_RDONLY);
+
+	if (fd < 0 || fstat(fd, &st) < 0)
+		abort();
+	b = malloc((size_t)st.st_size + 1);
+	if (!b || read(fd, b, (size_t)st.st_size) != st.st_size)
+		abort();
+	close(fd);
+	*n = (size_t)st.st_size;
+	return b;
+}
+
+/* journal.c's record header (rule 3): CRC over header (crc 0) + payload. */
+static void fix_crcs(unsigned char *j, size_t n)
+{
+	size_t off = 0;
+
+	while (off + 32 <= n) {
+		uint32_t magic, len, zero = 0, crc;
+
+		memcpy(&magic, j + off, 4);
+		memcpy(&len, j + off + 8, 4);
+		if (magic != 0x314a5846u || len > n - off - 32) {
+			off += 512 - off % 512; /* COMMIT sits on a sector boundary */
+			continue;
+		}
+		memcpy(j + off + 24, &zero, 4);
+		crc = fx_crc32c(fx_crc32c(0, j + off, 32), j + off + 32, len);
+		memcpy(j + off + 24, &crc, 4);
+		off += 32 + len;
+	}
+}
+
+static void raw_mark(const unsigned char *j, size_t n, unsigned step)
+{
+	uint64_t txid = 0;
+	char name[64], *p;
+
+	if (n >= 24)
+		memcpy(&txid, j + 16, 8);
+	snprintf(name, sizeof(name), "step.%016llx.%u", (unsigned long long)txid, step);
+	p = path_in(name);
+	write_file(p, (const unsigned char *)"", 0);
+	free(p);
+}
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
+{
+	unsigned mode, opt;
+	char *init, *pre, *post, *jp;
+	fstx_domain *d;
+	int r, damaged = 0;
+
+	if (size < 2)
+		return 0;
+	fz_setup();
+	if (!fail_at)
+		find_fail_at();
+	mode = data[0] % 3;
+	opt = data[1];
+	data += 2;
+	size -= 2;
+	jp = path_in("journal");
+	if (mode == 0) {
+		init = fz_fresh_domain();
+		FZ_CHECK(fstx_domain_open(fz_dom, &d) == 0, "open"); /* makes .fstx */
+		fstx_domain_close(d);
+		write_file(jp, data, size);
+		if (opt & 1)
+			raw_mark(data, size, opt >> 1);
+		damaged = 1;
+	} else {
+		size_t n;
+		unsigned char *j;
+
+		init = make_hot();
+		j = read_file(jp, &n);
+		for (size_t i = 0; n && i + 5 <= size; i += 5) {
+			uint32_t off;
+
+			memcpy(&off, data + i, 4);
+			j[off % n] ^= data[i + 4];
+			damaged |= data[i + 4] != 0;
+		}
+		if (opt & 2) {
+			size_t keep = n * (opt >> 2) / 64;
+
+			damaged |= keep < n;
+			n = keep;
+		}
+		if (mode == 2)
+			fix_crcs(j, n);
+		write_file(jp, j, n);
+		free(j);
+	}
+	pre = t_snapshot(fz_dom);
+	FZ_CHECK(fstx_domain_open(fz_dom, &d) == 0, "open");
+	r = fstx_recover(d);
+	fstx_domain_close(d);
+	post = t_snapshot(fz_dom);
+	if (r == -EUCLEAN)
+		FZ_CHECK(strcmp(pre, post) == 0, "a refused journal changed the tree");
+	if (!damaged && mode != 0)
+		FZ_CHECK(r == 1 && (!strcmp(init, post) || !strcmp(committed, post)),
+			 "an intact journal left neither the old nor the new tree (%d)", r);
+	if (r >= 0)
+		FZ_CHECK(!journal_hot(), "recovery returned %d with the journal hot", r);
+	fz_check_outside();
+	free(init);
+	free(pre);
+	free(post);
+	free(jp);
+	return 0;
+}
