@@ -584,14 +584,17 @@ static char *getpath(struct cur *c, int may_be_empty)
 	return s;
 }
 
-/* An xattr name: any bytes but NUL, as the writer recorded the op's name. */
-static char *getname(struct cur *c)
+/*
+ * An xattr name or a symlink target: any bytes but NUL, as the writer
+ * recorded them from the op (a target may be absolute: it is only stored).
+ */
+static char *getname(struct cur *c, int may_be_empty)
 {
 	uint32_t len;
 	const unsigned char *p = getbytes(c, &len);
 	char *s;
 
-	if (!p || !len || len >= PATH_MAX || memchr(p, 0, len)) {
+	if (!p || (!len && !may_be_empty) || len >= PATH_MAX || memchr(p, 0, len)) {
 		c->bad = 1;
 		return NULL;
 	}
@@ -624,7 +627,7 @@ static int add_step(struct jr *j, struct cur *c)
 	s.op = (uint32_t)get(c, 4);
 	s.src = getpath(c, 1);
 	s.dst = getpath(c, 0);
-	s.aux = getpath(c, 1);
+	s.aux = getname(c, 1);
 	if (c->bad || s.kind < FX_ST_MKFILE || s.kind > FX_ST_MOVE ||
 	    dotdot(s.dst) || dotdot(s.src)) {
 		free(s.src);
@@ -970,7 +973,7 @@ static int apply_rec(struct jr *j, const struct jrec *rec)
 		ino = get(&c, 8);
 		present = (uint32_t)get(&c, 4);
 		ipath = getpath(&c, 1);
-		name = getname(&c);
+		name = getname(&c, 0);
 		data = getbytes(&c, &len);
 	}
 	r = -EUCLEAN;

@@ -194,3 +194,12 @@ T
 	[ "$status" -eq 0 ]
 	[ "$(cat "$D/d/..f")" = alpha ]
 }
+
+@test "a failing transaction that plans an absolute symlink target rolls back cleanly" {
+	before=$(snap)
+	run "$FSTX" run "$D" - <<<$'unlink nothere\nsymlink /etc/passwd s'
+	[ "$status" -eq 1 ]
+	[ "$(snap)" = "$before" ]
+	run "$FSTX" status "$D" --json
+	[[ "$output" == *'"hot":false'* ]]
+}
