@@ -46,7 +46,9 @@ static void fz_setup(void)
 
 	if (fz_base)
 		return;
-	if (asprintf(&fz_base, "%s/fstx-fuzz-XXXXXX", b && *b ? b : "/dev/shm") < 0 ||
+	if (!b || !*b)
+		b = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+	if (asprintf(&fz_base, "%s/fstx-fuzz-XXXXXX", b) < 0 ||
 	    !mkdtemp(fz_base))
 		abort();
 	atexit(fz_rmtree_at_exit);
