@@ -65,8 +65,14 @@ deps:
 
 EXAMPLES := $(B)/seed_usertrans $(B)/ergonomic
 
+# Static analysis: cppcheck over the library and the CLI, warnings are errors.
+lint:
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --std=c11 \
+		-Iinclude -Isrc --suppress=missingIncludeSystem src/
+
 # The whole suite on every filesystem, then once more under ASan+UBSan.
 check: deps all $(TEST_BIN) $(EXAMPLES)
+	@$(MAKE) --no-print-directory lint
 	@bash test/run.sh $(B)
 	@$(MAKE) --no-print-directory SAN=1 check-san
 	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=20
@@ -148,4 +154,4 @@ demo: $(B)/fstx
 clean:
 	rm -rf build build-san build-fuzz
 
-.PHONY: all check check-san crashtest demo clean deps bench install uninstall fuzz fuzz-build
+.PHONY: lint all check check-san crashtest demo clean deps bench install uninstall fuzz fuzz-build

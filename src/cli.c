@@ -304,7 +304,7 @@ static int cmd_recover(const char *dir, int json)
 
 static int cmd_status(const char *dir, int json)
 {
-	struct fstx_status st;
+	struct fstx_status st = { 0 };
 	fstx_domain *d;
 	int r = fstx_domain_open(dir, &d);
 

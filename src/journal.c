@@ -639,8 +639,12 @@ static int add_step(struct jr *j, struct cur *c)
 		size_t cap = j->csteps ? 2 * j->csteps : 16;
 		struct fx_step *ns = realloc(j->steps, cap * sizeof(*ns));
 
-		if (!ns)
+		if (!ns) {
+			free(s.src);
+			free(s.dst);
+			free(s.aux);
 			return -ENOMEM;
+		}
 		j->steps = ns;
 		j->csteps = cap;
 	}

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 pkgs=(build-essential libcmocka-dev bats attr e2fsprogs xfsprogs btrfs-progs
-      util-linux strace mandoc pkgconf clang libclang-rt-14-dev)
+      util-linux strace mandoc pkgconf clang libclang-rt-14-dev cppcheck)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
