@@ -82,4 +82,38 @@ static void fz_check_outside(void)
 	free(s);
 }
 
+/*
+ * Run ut on a fresh domain under the all-or-nothing oracle: ops_completed
+ * within the vector (all of it on success), a failure leaves the tree as
+ * before, no journal stays hot or wedged, nothing outside changes.
+ */
+static inline void fz_run_checked(struct btrfs_ioctl_usertrans *ut)
+{
+	char *before = fz_fresh_domain(), *after;
+	int dirfd = open(fz_dom, O_RDONLY | O_DIRECTORY), r;
+	struct fstx_status st;
+	fstx_domain *d;
+
+	r = (int)fstx_usertrans(dirfd, ut);
+	FZ_CHECK(ut->ops_completed <= ut->num_ops, "ops_completed %llu > %llu",
+		 (unsigned long long)ut->ops_completed, (unsigned long long)ut->num_ops);
+	if (r < 0) {
+		after = t_snapshot(fz_dom);
+		FZ_CHECK(strcmp(before, after) == 0,
+			 "transaction failed (%d, op %llu) but the tree changed", r,
+			 (unsigned long long)ut->ops_completed);
+		free(after);
+	} else {
+		FZ_CHECK(ut->ops_completed == ut->num_ops, "committed after %llu of %llu ops",
+			 (unsigned long long)ut->ops_completed, (unsigned long long)ut->num_ops);
+	}
+	FZ_CHECK(fstx_domain_openfd(dirfd, &d) == 0, "reopen");
+	FZ_CHECK(fstx_status(d, &st) == 0 && !st.hot && !st.wedged,
+		 "journal left hot or wedged after %d", r);
+	fstx_domain_close(d);
+	close(dirfd);
+	fz_check_outside();
+	free(before);
+}
+
 #endif

@@ -66,12 +66,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
 	struct btrfs_ioctl_usertrans_op ops[32];
 	struct btrfs_ioctl_usertrans ut = { 0 };
-	char *before, *after;
 	uint64_t bad, flagsel[] = { 0, FSTX_UT_STRICT, BTRFS_IOC_UT_FLAG_WEDGEONFAIL,
 				    FSTX_UT_STRICT | BTRFS_IOC_UT_FLAG_WEDGEONFAIL, 1ULL << 40 };
 	size_t n;
-	int dirfd, r;
-	struct fstx_domain *d;
 
 	if (size < 8)
 		return 0;
@@ -92,26 +89,6 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 		FZ_CHECK(bad <= n, "bad op index %llu of %zu", (unsigned long long)bad, n);
 		return 0;
 	}
-	before = fz_fresh_domain();
-	dirfd = open(fz_dom, O_RDONLY | O_DIRECTORY);
-	r = (int)fstx_usertrans(dirfd, &ut);
-	FZ_CHECK(ut.ops_completed <= n, "ops_completed %llu > %zu",
-		 (unsigned long long)ut.ops_completed, n);
-	if (r < 0) {
-		after = t_snapshot(fz_dom);
-		FZ_CHECK(strcmp(before, after) == 0,
-			 "transaction failed (%d, op %llu) but the tree changed", r,
-			 (unsigned long long)ut.ops_completed);
-		free(after);
-	} else {
-		FZ_CHECK(ut.ops_completed == n, "committed with ops_completed %llu of %zu",
-			 (unsigned long long)ut.ops_completed, n);
-	}
-	FZ_CHECK(fstx_domain_openfd(dirfd, &d) == 0, "reopen");
-	FZ_CHECK(!fx_journal_hot(d), "journal left hot after %d", r);
-	fstx_domain_close(d);
-	close(dirfd);
-	fz_check_outside();
-	free(before);
+	fz_run_checked(&ut);
 	return 0;
 }

@@ -32,10 +32,7 @@ static long run_tx(void)
 
 	if (fx_txt_parse(corpus[0], strlen(corpus[0]), AT_FDCWD, &t) < 0)
 		abort();
-	ut.num_ops = t.nops;
-	ut.ops_ptr = (uint64_t)(uintptr_t)t.ops;
-	ut.num_fds = t.num_fds;
-	ut.flags = t.flags;
+	fx_txt_ut(&t, &ut);
 	fd = open(fz_dom, O_RDONLY | O_DIRECTORY);
 	r = fstx_usertrans(fd, &ut);
 	close(fd);

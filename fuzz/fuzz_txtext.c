@@ -23,11 +23,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
 	struct btrfs_ioctl_usertrans ut = { 0 };
 	struct fx_txt t;
-	char *before, *after;
 	uint64_t bad;
-	int basefd, dirfd, r;
-	struct fstx_domain *d;
-	struct fstx_status st;
+	int basefd, r;
 
 	fz_setup();
 	fstx_os.openat2 = beneath_openat2;
@@ -41,33 +38,12 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 		fx_txt_free(&t);
 		return 0;
 	}
-	ut.num_ops = t.nops;
-	ut.ops_ptr = (uint64_t)(uintptr_t)t.ops;
-	ut.num_fds = t.num_fds;
-	ut.flags = t.flags;
-	ut.data_bytes = t.data_bytes;
-	ut.metadata_ops = t.metadata_ops;
+	fx_txt_ut(&t, &ut);
 	if (fx_validate(&ut, &bad) < 0 || t.nops > 64) {
 		fx_txt_free(&t);
 		return 0;
 	}
-	before = fz_fresh_domain();
-	dirfd = open(fz_dom, O_RDONLY | O_DIRECTORY);
-	r = (int)fstx_usertrans(dirfd, &ut);
-	if (r < 0) {
-		after = t_snapshot(fz_dom);
-		FZ_CHECK(strcmp(before, after) == 0,
-			 "transaction failed (%d, op %llu) but the tree changed", r,
-			 (unsigned long long)ut.ops_completed);
-		free(after);
-	}
-	FZ_CHECK(fstx_domain_openfd(dirfd, &d) == 0, "reopen");
-	FZ_CHECK(fstx_status(d, &st) == 0 && !st.hot && !st.wedged,
-		 "journal left hot after %d", r);
-	fstx_domain_close(d);
-	close(dirfd);
-	fz_check_outside();
-	free(before);
+	fz_run_checked(&ut);
 	fx_txt_free(&t);
 	return 0;
 }

@@ -201,12 +201,7 @@ static int cmd_run(const char *dir, const char *file, int json)
 		fprintf(stderr, "fstx: %s; nothing changed\n", t.err);
 		goto out;
 	}
-	ut.num_ops = t.nops;
-	ut.ops_ptr = (uint64_t)(uintptr_t)t.ops;
-	ut.num_fds = t.num_fds;
-	ut.flags = t.flags;
-	ut.data_bytes = t.data_bytes;
-	ut.metadata_ops = t.metadata_ops;
+	fx_txt_ut(&t, &ut);
 	if (fx_validate_why(&ut, &bad, &why) < 0) {
 		static char msg[600];
 

@@ -145,5 +145,7 @@ struct fx_txt {
 /* Parse text; @FILE data is read relative to basedir.  0 or -errno. */
 int fx_txt_parse(const char *text, size_t len, int basedir, struct fx_txt *t);
 void fx_txt_free(struct fx_txt *t);
+/* The parsed transaction as a seed-ABI vector (ops_completed 0). */
+void fx_txt_ut(const struct fx_txt *t, struct btrfs_ioctl_usertrans *ut);
 
 #endif

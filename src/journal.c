@@ -567,14 +567,19 @@ static const unsigned char *getbytes(struct cur *c, uint32_t *len)
 }
 
 /* A path from the journal: non-empty, no NUL, relative, not "..". */
-static char *getpath(struct cur *c, int may_be_empty)
+/*
+ * A string of the record: no NUL, shorter than PATH_MAX, empty only where
+ * allowed.  A path (relative) may not start with '/'; an xattr name or a
+ * symlink target (stored, never resolved) may.
+ */
+static char *getstr(struct cur *c, int may_be_empty, int relative)
 {
 	uint32_t len;
 	const unsigned char *p = getbytes(c, &len);
 	char *s;
 
 	if (!p || len >= PATH_MAX || memchr(p, 0, len) ||
-	    (!len && !may_be_empty) || (len && p[0] == '/')) {
+	    (!len && !may_be_empty) || (relative && len && p[0] == '/')) {
 		c->bad = 1;
 		return NULL;
 	}
@@ -584,24 +589,9 @@ static char *getpath(struct cur *c, int may_be_empty)
 	return s;
 }
 
-/*
- * An xattr name or a symlink target: any bytes but NUL, as the writer
- * recorded them from the op (a target may be absolute: it is only stored).
- */
-static char *getname(struct cur *c, int may_be_empty)
+static char *getpath(struct cur *c, int may_be_empty)
 {
-	uint32_t len;
-	const unsigned char *p = getbytes(c, &len);
-	char *s;
-
-	if (!p || (!len && !may_be_empty) || len >= PATH_MAX || memchr(p, 0, len)) {
-		c->bad = 1;
-		return NULL;
-	}
-	s = strndup((const char *)p, len);
-	if (!s)
-		c->bad = 1;
-	return s;
+	return getstr(c, may_be_empty, 1);
 }
 
 /* Whether path has a ".." component ("a/..b" is a plain name). */
@@ -627,7 +617,7 @@ static int add_step(struct jr *j, struct cur *c)
 	s.op = (uint32_t)get(c, 4);
 	s.src = getpath(c, 1);
 	s.dst = getpath(c, 0);
-	s.aux = getname(c, 1);
+	s.aux = getstr(c, 1, 0);
 	if (c->bad || s.kind < FX_ST_MKFILE || s.kind > FX_ST_MOVE ||
 	    dotdot(s.dst) || dotdot(s.src)) {
 		free(s.src);
@@ -977,7 +967,7 @@ static int apply_rec(struct jr *j, const struct jrec *rec)
 		ino = get(&c, 8);
 		present = (uint32_t)get(&c, 4);
 		ipath = getpath(&c, 1);
-		name = getname(&c, 0);
+		name = getstr(&c, 0, 0);
 		data = getbytes(&c, &len);
 	}
 	r = -EUCLEAN;

@@ -595,3 +595,15 @@ void fx_txt_free(struct fx_txt *t)
 	free(t->lines);
 	memset(t, 0, sizeof(*t));
 }
+
+void fx_txt_ut(const struct fx_txt *t, struct btrfs_ioctl_usertrans *ut)
+{
+	*ut = (struct btrfs_ioctl_usertrans){
+		.num_ops = t->nops,
+		.ops_ptr = (uint64_t)(uintptr_t)t->ops,
+		.num_fds = t->num_fds,
+		.data_bytes = t->data_bytes,
+		.metadata_ops = t->metadata_ops,
+		.flags = t->flags,
+	};
+}

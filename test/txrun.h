@@ -31,10 +31,7 @@ static inline long tx_run_pinned(const char *dir, const char *text,
 		t.ops[i].flags = BTRFS_IOC_UT_OP_FLAG_FAIL_ON_NE;
 		t.ops[i].rval = pin[i];
 	}
-	ut.num_ops = t.nops;
-	ut.ops_ptr = (uint64_t)(uintptr_t)t.ops;
-	ut.num_fds = t.num_fds;
-	ut.flags = t.flags;
+	fx_txt_ut(&t, &ut);
 	fd = t_dirfd(dir);
 	r = fstx_usertrans(fd, &ut);
 	close(fd);
