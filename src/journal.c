@@ -566,7 +566,6 @@ static const unsigned char *getbytes(struct cur *c, uint32_t *len)
 	return p;
 }
 
-/* A path from the journal: non-empty, no NUL, relative, not "..". */
 /*
  * A string of the record: no NUL, shorter than PATH_MAX, empty only where
  * allowed.  A path (relative) may not start with '/'; an xattr name or a
@@ -589,6 +588,7 @@ static char *getstr(struct cur *c, int may_be_empty, int relative)
 	return s;
 }
 
+/* A path of the domain (add_step also refuses ".." components). */
 static char *getpath(struct cur *c, int may_be_empty)
 {
 	return getstr(c, may_be_empty, 1);
