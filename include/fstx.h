@@ -48,7 +48,8 @@
  *    operations in order (ext4, xfs, btrfs do; they journal metadata).
  *  - Paths are resolved by fstx itself, beneath the domain; symlinks
  *    inside the domain are followed as the kernel would, but a symlink or
- *    ".." that leaves the domain fails the op with -EXDEV.
+ *    ".." that leaves the domain fails the op with -EXDEV, and so does a
+ *    change to the data or xattrs of a file hard-linked from outside.
  */
 #ifndef FSTX_H
 #define FSTX_H

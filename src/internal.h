@@ -97,6 +97,7 @@ struct fx_capture {
 	char **xnames;
 	size_t nxnames, cxnames;
 	int want_size;     /* data may change: record and restore size */
+	int links_ok;      /* planner: every name of the inode is inside */
 };
 
 struct fx_plan;

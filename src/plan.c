@@ -103,6 +103,7 @@ static int real_lookup(struct plan *P, const char *ip, struct node *out)
 	out->state = N_INIT;
 	out->ino = (uint64_t)st.st_ino;
 	out->size = (uint64_t)st.st_size;
+	out->nlink = (uint64_t)st.st_nlink;
 	out->kind = S_ISREG(st.st_mode) ? K_FILE : S_ISDIR(st.st_mode) ? K_DIR
 		  : S_ISLNK(st.st_mode) ? K_LINK : K_OTHER;
 	out->ipath = strdup(ip);
@@ -508,6 +509,81 @@ static int cap_xattr(struct plan *P, int ci, const char *name)
 	return 0;
 }
 
+/* ---- hard links ------------------------------------------------------ */
+
+/*
+ * A file with several names may have one outside the domain; changing its
+ * data or xattrs in place would change that file too.  Before the first
+ * change to a multiply-linked initial file, count its names beneath the
+ * domain (not crossing mount points, not in .fstx) and refuse with EXDEV
+ * unless they are all there.  The walk costs a stat per entry of the
+ * domain, paid only for files whose st_nlink is above 1.
+ */
+#define LINK_SCAN_DEPTH 256
+
+struct link_scan {
+	uint64_t dev, ino, want, found;
+	int depth;
+};
+
+static int count_link(int fd, const char *name, void *arg)
+{
+	struct link_scan *s = arg;
+	struct stat st;
+	int r, dfd;
+
+	if (s->depth == 0 && !strcmp(name, FX_META))
+		return 0;
+	r = fstx_os.fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	if ((uint64_t)st.st_dev != s->dev)
+		return 0; /* a mount point: not part of the domain */
+	if (!S_ISDIR(st.st_mode))
+		return (uint64_t)st.st_ino == s->ino && ++s->found >= s->want;
+	if (s->depth >= LINK_SCAN_DEPTH)
+		return -EXDEV; /* cannot prove the names are all inside */
+	dfd = fstx_os.openat2(fd, name, O_RDONLY | O_DIRECTORY, 0, FX_RESOLVE);
+	if (dfd == -ENOENT)
+		return 0;
+	if (dfd < 0)
+		return dfd;
+	s->depth++;
+	r = fx_dir_each(dfd, count_link, s);
+	s->depth--;
+	fstx_os.close(dfd);
+	return r;
+}
+
+/* 0 if every name of capture ci's inode is in the domain, else -EXDEV. */
+static int links_inside(struct plan *P, int ci, const struct node *n)
+{
+	struct fx_capture *c = &P->caps[ci];
+	struct link_scan s = { 0, n->ino, n->nlink, 0, 0 };
+	struct stat st;
+	int fd, r;
+
+	if (c->links_ok || n->kind == K_DIR || n->nlink <= 1)
+		return 0;
+	fd = fstx_os.openat2(P->d->root, ".", O_RDONLY | O_DIRECTORY, 0, FX_RESOLVE);
+	if (fd < 0)
+		return fd;
+	r = fstx_os.fstat(fd, &st);
+	if (r == 0) {
+		s.dev = (uint64_t)st.st_dev;
+		r = fx_dir_each(fd, count_link, &s);
+	}
+	fstx_os.close(fd);
+	if (r < 0)
+		return r;
+	if (s.found < s.want)
+		return -EXDEV;
+	c->links_ok = 1;
+	return 0;
+}
+
 /* ---- per-op planning --------------------------------------------------- */
 
 #define ARGP(op, i) ((const char *)(intptr_t)(op)->args[i])
@@ -598,6 +674,9 @@ static int plan_open(struct plan *P, size_t i, struct pop *po)
 			goto out;
 		}
 		s->cap = ci;
+		if ((acc != O_RDONLY || (flags & O_TRUNC)) &&
+		    (r = links_inside(P, ci, &n)) < 0)
+			goto out;
 		if ((flags & O_TRUNC) && n.kind == K_FILE) {
 			r = cap_range(P, ci, 0, UINT64_MAX);
 			P->caps[ci].min_size = 0;
@@ -641,6 +720,8 @@ static int plan_pathdata(struct plan *P, size_t i, struct pop *po)
 		r = ci;
 		goto out;
 	}
+	if ((r = links_inside(P, ci, &n)) < 0)
+		goto out;
 	if (op->op == BTRFS_IOC_UT_OP_TRUNCATE) {
 		struct fx_capture *c = &P->caps[ci];
 		uint64_t size = (uint64_t)op->args[1];

@@ -16,6 +16,7 @@ struct node {
 	char *ipath;     /* N_INIT: path in the initial tree */
 	uint64_t ino;    /* N_INIT */
 	uint64_t size;   /* N_INIT files */
+	uint64_t nlink;  /* N_INIT: names of the inode (st_nlink) */
 	char *target;    /* K_LINK */
 };
 

@@ -127,3 +127,31 @@ refuse() {
 @test "an attack late in a transaction rolls back the ops before it" {
 	refuse EXDEV $'open 0 a O_RDWR\npwrite 0 "CHANGED" 0\nclose 0\nmkdir newdir\nrename a newdir/a\nunlink out/secret'
 }
+
+@test "a file hard-linked from outside the domain is not changed in place" {
+	ln "$T/outside/secret" "$D/hl"
+	mkdir -p "$D/sub/deeper"
+	ln "$T/outside/dir/f" "$D/sub/deeper/hl2"
+	outside_before=$(watch_outside)
+	refuse EXDEV 'open 0 hl O_RDWR'
+	refuse EXDEV 'open 0 hl O_WRONLY|O_TRUNC'
+	refuse EXDEV 'open 0 hl O_WRONLY|O_APPEND'
+	refuse EXDEV 'truncate hl 0'
+	refuse EXDEV 'setxattr hl user.x "v"'
+	refuse EXDEV 'removexattr hl user.x'
+	refuse EXDEV 'open 0 sub/deeper/hl2 O_RDWR'
+	refuse EXDEV $'open 0 a O_RDONLY\nopen 1 hl O_RDONLY\nopen 2 hl O_RDWR\nclonerange 2 0 0 0 0'
+	refuse EXDEV $'rename hl hl3\nopen 0 hl3 O_RDWR\npwrite 0 "x" 0'
+	# Names only change the link count: allowed, and so is reading it.
+	run "$FSTX" run "$D" - <<<$'open 0 hl O_RDONLY\nclose 0\nlink hl hl4\nunlink hl4'
+	[ "$status" -eq 0 ]
+	[ "$(watch_outside)" = "$outside_before" ]
+}
+
+@test "a file with every name inside the domain may be changed" {
+	ln "$D/a" "$D/sub/a2"
+	run "$FSTX" run "$D" - <<<$'open 0 sub/a2 O_RDWR\npwrite 0 "ALPHA" 0\nsetxattr a user.k "v"'
+	[ "$status" -eq 0 ]
+	[ "$(head -c 5 "$D/a")" = "ALPHA" ]
+	[ "$(watch_outside)" = "$outside_before" ]
+}
