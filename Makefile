@@ -24,7 +24,8 @@ MANDIR ?= $(PREFIX)/share/man
 PCDIR ?= $(LIBDIR)/pkgconfig
 INSTALL ?= install
 
-TESTS := test_abi test_ops test_rollback test_crash test_txtext test_powerloss test_large test_journal
+TESTS := test_abi test_ops test_rollback test_crash test_txtext test_powerloss test_large test_journal \
+	test_race
 TEST_BIN := $(TESTS:%=$(B)/%)
 
 all: $(B)/libfstx.a $(B)/libfstx.so.$(SOVER) $(B)/fstx

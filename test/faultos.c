@@ -21,6 +21,8 @@ static int gate_n(const char *name)
 		fprintf(stderr, "[%ld %s]\n", fo.calls, name);
 	if (fo.mode == FO_KILL_BEFORE && fo.calls == fo.at)
 		kill(getpid(), SIGKILL);
+	if (fo.mode == FO_HOOK && fo.calls == fo.at && fo.hook)
+		fo.hook(fo.hook_arg);
 	if (fo.mode == FO_FAIL && (fo.calls == fo.at || (fo.sticky && fo.calls > fo.at)))
 		return -fo.err;
 	return 0;

@@ -8,6 +8,8 @@ enum fo_mode {
 			   barrier, like a dead disk if sticky) */
 	FO_KILL_BEFORE, /* _exit-like death right before call `at` */
 	FO_KILL_AFTER,  /* ... right after call `at` returned */
+	FO_HOOK,        /* call hook(hook_arg) once, right before call `at`
+			   (another process's change, at a chosen point) */
 };
 
 struct fo_state {
@@ -19,6 +21,8 @@ struct fo_state {
 	long barriers;  /* fsync + fdatasync + syncfs calls seen */
 	long fsyncs, fdatasyncs, syncfses;
 	int trace;      /* FO_TRACE set: print every call */
+	void (*hook)(void *arg);
+	void *hook_arg;
 };
 
 extern struct fo_state fo;
