@@ -251,7 +251,7 @@ int fstx_tx_close(fstx_tx *tx, int fd)
 
 int fstx_tx_pwrite(fstx_tx *tx, int fd, const void *buf, size_t len, off_t off)
 {
-	if (len > INT64_MAX)
+	if (len > INT64_MAX || off < 0 || off > (off_t)(INT64_MAX - (int64_t)len))
 		return -EINVAL;
 	return add_args(tx, BTRFS_IOC_UT_OP_PWRITE, fd, (int64_t)(intptr_t)buf,
 			(int64_t)len, off, 0);

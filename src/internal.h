@@ -98,6 +98,7 @@ struct fx_capture {
 	size_t nxnames, cxnames;
 	int want_size;     /* data may change: record and restore size */
 	int links_ok;      /* planner: every name of the inode is inside */
+	int unsorted;      /* planner: ranges still need sorting and merging */
 };
 
 struct fx_plan;

@@ -450,44 +450,74 @@ static int cap_of(struct plan *P, const struct node *n)
 	return (int)P->ncaps++;
 }
 
-/* Save [off, off+len) of the initial data (len UINT64_MAX: to the end). */
+/*
+ * Save [off, off+len) of the initial data (len UINT64_MAX: to the end).
+ * Ranges are appended, merged with the last one when they touch it (the
+ * common sequential case), and sorted and merged once the plan is built
+ * (sort_ranges), so a million small writes plan in O(n log n).
+ */
 static int cap_range(struct plan *P, int ci, uint64_t off, uint64_t len)
 {
 	struct fx_capture *c = &P->caps[ci];
 	uint64_t end = len > c->size - (off < c->size ? off : c->size)
 			       ? c->size : off + len;
-	size_t i, j;
+	struct fx_range *last;
 	int r;
 
 	c->want_size = 1;
 	if (off >= c->size || end <= off)
 		return 0;
-	/* Keep ranges sorted and disjoint: merge every one that touches. */
-	for (i = 0; i < c->nranges && c->ranges[i].off + c->ranges[i].len < off; i++)
-		;
-	for (j = i; j < c->nranges && c->ranges[j].off <= end; j++) {
-		uint64_t e = c->ranges[j].off + c->ranges[j].len;
+	last = c->nranges ? &c->ranges[c->nranges - 1] : NULL;
+	if (last && off <= last->off + last->len && end >= last->off) {
+		uint64_t e = last->off + last->len;
 
-		if (c->ranges[j].off < off)
-			off = c->ranges[j].off;
-		if (e > end)
-			end = e;
+		if (off < last->off)
+			last->off = off;
+		last->len = (end > e ? end : e) - last->off;
+		return 0;
 	}
-	if (j == i) {
-		r = grow((void **)&c->ranges, &c->cranges, c->nranges + 1,
-			 sizeof(*c->ranges));
-		if (r < 0)
-			return r;
-		memmove(&c->ranges[i + 1], &c->ranges[i],
-			(c->nranges - i) * sizeof(*c->ranges));
-		c->nranges++;
-	} else if (j > i + 1) {
-		memmove(&c->ranges[i + 1], &c->ranges[j],
-			(c->nranges - j) * sizeof(*c->ranges));
-		c->nranges -= j - i - 1;
-	}
-	c->ranges[i] = (struct fx_range){ off, end - off };
+	if (last && off < last->off)
+		c->unsorted = 1;
+	r = grow((void **)&c->ranges, &c->cranges, c->nranges + 1,
+		 sizeof(*c->ranges));
+	if (r < 0)
+		return r;
+	c->ranges[c->nranges++] = (struct fx_range){ off, end - off };
 	return 0;
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+	const struct fx_range *x = a, *y = b;
+
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Make every capture's ranges sorted and disjoint (journal.c needs it). */
+static void sort_ranges(struct plan *P)
+{
+	for (size_t i = 0; i < P->ncaps; i++) {
+		struct fx_capture *c = &P->caps[i];
+		size_t n = 0;
+
+		if (!c->unsorted)
+			continue;
+		qsort(c->ranges, c->nranges, sizeof(*c->ranges), range_cmp);
+		for (size_t j = 1; j < c->nranges; j++) {
+			struct fx_range *a = &c->ranges[n], *b = &c->ranges[j];
+
+			if (b->off <= a->off + a->len) {
+				uint64_t e = b->off + b->len;
+
+				if (e > a->off + a->len)
+					a->len = e - a->off;
+			} else {
+				c->ranges[++n] = *b;
+			}
+		}
+		c->nranges = c->nranges ? n + 1 : 0;
+		c->unsorted = 0;
+	}
 }
 
 static int cap_xattr(struct plan *P, int ci, const char *name)
@@ -972,6 +1002,7 @@ int fx_plan_build(struct plan *P)
 			P->failed_op = (long)i;
 			return r;
 		}
+	sort_ranges(P);
 	return 0;
 }
 

@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -175,6 +176,142 @@ static void large_overwrite(void **state)
 	free(dir);
 }
 
+/*
+ * 1,000,000 ops in one transaction (open, 999,997 or 999,998 one-byte
+ * pwrites over an existing file, close, and for the failing run an unlink
+ * of a missing name): in a child, reporting result, RSS growth and time.
+ */
+#define MILLION 1000000
+static void million_child(const char *dir, int fail, int out)
+{
+	static const char byte = 'M';
+	struct rusage ru;
+	long res[3] = { 0, 0, 0 }, base;
+	struct timespec t0, t1;
+	fstx_domain *d;
+	fstx_tx *tx;
+	int fd;
+
+	getrusage(RUSAGE_SELF, &ru);
+	base = ru.ru_maxrss;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	res[0] = fstx_domain_open(dir, &d);
+	if (!res[0])
+		res[0] = fstx_tx_new(d, &tx);
+	if (!res[0]) {
+		long n = MILLION - 2 - fail;
+
+		fd = fstx_tx_open(tx, "m", O_WRONLY, 0);
+		for (long i = 0; i < n && !res[0]; i++)
+			res[0] = fstx_tx_pwrite(tx, fd, &byte, 1, (off_t)i * 3);
+		fstx_tx_close(tx, fd);
+		if (fail)
+			fstx_tx_unlink(tx, "missing");
+		if (!res[0] && fstx_tx_num_ops(tx) != MILLION)
+			res[0] = -EDOM;
+		if (!res[0])
+			res[0] = fstx_tx_commit(tx);
+		fstx_tx_free(tx);
+		fstx_domain_close(d);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	getrusage(RUSAGE_SELF, &ru);
+	res[1] = ru.ru_maxrss - base;
+	res[2] = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	if (write(out, res, sizeof(res)) != sizeof(res))
+		_exit(2);
+	_exit(0);
+}
+
+static void million_ops(void **state)
+{
+	char *dir = t_mkdomain(), *path, *b;
+	uint32_t before, after;
+	uint64_t size = 3u << 20, got; /* make_file writes whole MiB */
+	long res[3];
+	int p[2], st;
+
+	(void)state;
+	assert_true(asprintf(&path, "%s/m", dir) > 0);
+	make_file(path, size);
+	before = file_crc(path, &got);
+	for (int fail = 1; fail >= 0; fail--) {
+		pid_t pid;
+
+		assert_int_equal(pipe(p), 0);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			close(p[0]);
+			million_child(dir, fail, p[1]);
+		}
+		close(p[1]);
+		assert_int_equal(read(p[0], res, sizeof(res)), sizeof(res));
+		close(p[0]);
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		printf("large: %d ops in one transaction %s in %ld ms, RSS +%ld KiB\n",
+		       MILLION, fail ? "rolled back" : "committed", res[2], res[1]);
+		/* Memory is O(ops): the ops and the plan, not the data. */
+		assert_true(res[1] < 512L << 10);
+		if (fail) {
+			assert_int_equal(res[0], -ENOENT);
+			after = file_crc(path, &got);
+			assert_true(after == before && got == size);
+		} else {
+			assert_int_equal(res[0], 0);
+		}
+	}
+	b = t_read(dir, "m", &got);
+	assert_true(got == size);
+	for (long i = 0; i < MILLION - 2; i++)
+		if (b[i * 3] != 'M')
+			fail_msg("byte %ld not written", i * 3);
+	free(b);
+	free(path);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/* A pwrite past the filesystem's largest file size fails and rolls back. */
+static void pwrite_beyond_max(void **state)
+{
+	char *dir = t_mkdomain();
+	fstx_domain *d;
+	fstx_tx *tx;
+	size_t len;
+	char *b;
+	int fd;
+
+	(void)state;
+	t_write(dir, "f", "before", 6);
+	assert_int_equal(fstx_domain_open(dir, &d), 0);
+	assert_int_equal(fstx_tx_new(d, &tx), 0);
+	fd = fstx_tx_open(tx, "f", O_RDWR, 0);
+	assert_int_equal(fstx_tx_pwrite(tx, fd, "x", 1, 0), 0);
+	assert_int_equal(fstx_tx_pwrite(tx, fd, "xyz", 3, INT64_MAX - 8), 0);
+	{
+		int r = fstx_tx_commit(tx);
+
+		printf("large: pwrite at offset 2^63-9: %s (op %ld)\n", strerror(-r),
+		       fstx_tx_failed_op(tx));
+		assert_true(r == -EFBIG || r == -EINVAL);
+	}
+	assert_int_equal(fstx_tx_failed_op(tx), 2);
+	fstx_tx_free(tx);
+	/* offset + length past INT64_MAX is refused when it is recorded */
+	assert_int_equal(fstx_tx_new(d, &tx), 0);
+	fd = fstx_tx_open(tx, "f", O_RDWR, 0);
+	assert_int_equal(fstx_tx_pwrite(tx, fd, "xyz", 3, INT64_MAX - 1), -EINVAL);
+	fstx_tx_free(tx);
+	fstx_domain_close(d);
+	b = t_read(dir, "f", &len);
+	assert_true(len == 6 && !memcmp(b, "before", 6));
+	free(b);
+	t_rmtree(dir);
+	free(dir);
+}
+
 /* The two CRC-32C implementations agree (and match the standard check). */
 static void crc_check(void **state)
 {
@@ -195,6 +332,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(crc_check),
 		cmocka_unit_test(large_overwrite),
+		cmocka_unit_test(million_ops),
+		cmocka_unit_test(pwrite_beyond_max),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
