@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,18 +137,68 @@ static void report_json(const struct outcome *o, const struct fx_txt *t,
 	printf("]}\n");
 }
 
-static const char *op_path(const struct btrfs_ioctl_usertrans_op *op)
+#define ARG(op, i) ((const char *)(intptr_t)(op)->args[i])
+
+/* The path the open op of fd index fd before op i named, or NULL. */
+static const char *fd_path(const struct fx_txt *t, long i, int64_t fd)
 {
+	while (--i >= 0)
+		if (t->ops[i].op == BTRFS_IOC_UT_OP_OPEN && t->ops[i].args[3] == fd)
+			return ARG(&t->ops[i], 0);
+	return NULL;
+}
+
+/*
+ * The failed op as the user wrote it, with every name it involves: both
+ * paths of link and rename, the file behind an fd, the xattr name.
+ */
+static void describe_op(const struct fx_txt *t, long i, char *buf, size_t n)
+{
+	const struct btrfs_ioctl_usertrans_op *op = &t->ops[i];
+	const char *name = fstx_op_name(op->op), *a, *b;
+
 	switch (op->op) {
 	case BTRFS_IOC_UT_OP_CLOSE:
 	case BTRFS_IOC_UT_OP_PWRITE:
+		a = fd_path(t, i, op->args[0]);
+		snprintf(buf, n, "%s fd %lld (\"%s\")", name, (long long)op->args[0],
+			 a ? a : "?");
+		break;
 	case BTRFS_IOC_UT_OP_CLONERANGE:
-		return NULL;
+		a = fd_path(t, i, op->args[0]);
+		b = fd_path(t, i, op->args[1]);
+		snprintf(buf, n, "%s into fd %lld (\"%s\") from fd %lld (\"%s\")", name,
+			 (long long)op->args[0], a ? a : "?", (long long)op->args[1],
+			 b ? b : "?");
+		break;
+	case BTRFS_IOC_UT_OP_LINK:
+	case FSTX_OP_RENAME:
+		snprintf(buf, n, "%s \"%s\" to \"%s\"", name, ARG(op, 0), ARG(op, 1));
+		break;
 	case FSTX_OP_SYMLINK:
-		return (const char *)(intptr_t)op->args[1];
+		snprintf(buf, n, "%s \"%s\" (to \"%s\")", name, ARG(op, 1), ARG(op, 0));
+		break;
+	case BTRFS_IOC_UT_OP_SETXATTR:
+	case BTRFS_IOC_UT_OP_REMOVEXATTR:
+		snprintf(buf, n, "%s \"%s\" %s", name, ARG(op, 0), ARG(op, 1));
+		break;
 	default:
-		return (const char *)(intptr_t)op->args[0];
+		snprintf(buf, n, "%s \"%s\"", name, ARG(op, 0));
 	}
+}
+
+/* Why an op failed, in words; strerror where it says it well. */
+static const char *reason(long e)
+{
+	switch (-e) {
+	case EXDEV:
+		return "the path leaves the domain, or the file is also linked from outside it";
+	case ESTALE:
+		return "changed by another process while the transaction ran";
+	case ECANCELED:
+		return "result failed its condition";
+	}
+	return strerror((int)-e);
 }
 
 static int open_basedir(const char *file)
@@ -251,15 +302,12 @@ static int cmd_run(const char *dir, const char *file, int json)
 	}
 	o.status = "rolled_back";
 	ex = EX_ROLLED;
-	if (o.failed >= 0) {
-		const struct btrfs_ioctl_usertrans_op *op = &t.ops[o.failed];
-		const char *p = op_path(op);
+	if (o.failed >= 0 && (size_t)o.failed < t.nops) {
+		char what[PATH_MAX * 2 + 64];
 
-		fprintf(stderr, "fstx: line %u: %s%s%s%s: %s (%s); transaction rolled "
-			"back, nothing changed\n", o.line, fstx_op_name(op->op),
-			p ? " \"" : "", p ? p : "", p ? "\"" : "",
-			ret == -ECANCELED ? "result failed its condition"
-					  : strerror((int)-ret),
+		describe_op(&t, o.failed, what, sizeof(what));
+		fprintf(stderr, "fstx: line %u: %s: %s (%s); transaction rolled "
+			"back, nothing changed\n", o.line, what, reason(ret),
 			errname(ret));
 	} else {
 		fprintf(stderr, "fstx: %s: %s (%s); nothing changed\n", dir,

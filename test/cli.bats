@@ -203,3 +203,22 @@ T
 	run "$FSTX" status "$D" --json
 	[[ "$output" == *'"hot":false'* ]]
 }
+
+@test "refusal messages name the op, the line, every path and the reason" {
+	ln -s .. "$D/up"
+	run "$FSTX" run "$D" - <<<$'link a b\nlink a b'
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'line 2: link "a" to "b": File exists (EEXIST); transaction rolled back, nothing changed'* ]]
+	run "$FSTX" run "$D" - <<<'rename nope b'
+	[[ "$output" == *'line 1: rename "nope" to "b": No such file or directory (ENOENT)'* ]]
+	run "$FSTX" run "$D" - <<<$'open 0 a O_RDONLY\npwrite 0 "x" 0'
+	[[ "$output" == *'line 2: pwrite fd 0 ("a"): Bad file descriptor (EBADF)'* ]]
+	run "$FSTX" run "$D" - <<<'open 3 up/x O_RDWR'
+	[[ "$output" == *'line 1: open "up/x": the path leaves the domain'*'(EXDEV); transaction rolled back, nothing changed'* ]]
+	run "$FSTX" run "$D" - <<<'setxattr nope user.x "v"'
+	[[ "$output" == *'line 1: setxattr "nope" user.x: No such file or directory (ENOENT)'* ]]
+	run "$FSTX" run "$D" - <<<'symlink t a'
+	[[ "$output" == *'line 1: symlink "a" (to "t"): File exists (EEXIST)'* ]]
+	[ "$(cat "$D/a")" = alpha ]
+	[ ! -e "$D/b" ]
+}
