@@ -38,8 +38,14 @@ static void fix_pointers(struct btrfs_ioctl_usertrans_op *op)
 	switch (op->op) {
 	case BTRFS_IOC_UT_OP_OPEN: case BTRFS_IOC_UT_OP_UNLINK:
 	case BTRFS_IOC_UT_OP_MKDIR: case BTRFS_IOC_UT_OP_RMDIR:
-	case BTRFS_IOC_UT_OP_TRUNCATE:
+	case BTRFS_IOC_UT_OP_TRUNCATE: case FSTX_OP_ASSERT_ABSENT:
+	case FSTX_OP_ASSERT_EXISTS:
 		op->args[0] = str(op->args[0]);
+		break;
+	case FSTX_OP_ASSERT_DATA:
+		op->args[0] = str(op->args[0]);
+		op->args[1] = op->args[1] ? (int64_t)(intptr_t)buf : 0;
+		op->args[2] = len_in_buf(op->args[2]);
 		break;
 	case BTRFS_IOC_UT_OP_LINK: case FSTX_OP_RENAME: case FSTX_OP_SYMLINK:
 	case BTRFS_IOC_UT_OP_REMOVEXATTR:
@@ -50,7 +56,7 @@ static void fix_pointers(struct btrfs_ioctl_usertrans_op *op)
 		op->args[1] = op->args[1] ? (int64_t)(intptr_t)buf : 0;
 		op->args[2] = len_in_buf(op->args[2]);
 		break;
-	case BTRFS_IOC_UT_OP_SETXATTR:
+	case BTRFS_IOC_UT_OP_SETXATTR: case FSTX_OP_ASSERT_XATTR:
 		op->args[0] = str(op->args[0]);
 		op->args[1] = str(op->args[1]);
 		op->args[2] = op->args[2] ? (int64_t)(intptr_t)buf : 0;

@@ -70,7 +70,17 @@ extern "C" {
 /* Ops beyond the seed's 1..11 (same record layout). */
 #define FSTX_OP_RENAME  12 /* oldpath, newpath, flags (0|RENAME_NOREPLACE|RENAME_EXCHANGE) */
 #define FSTX_OP_SYMLINK 13 /* target, linkpath */
-#define FSTX_OP_MAX     13
+/*
+ * Compare ops (optimistic concurrency).  All are evaluated under the
+ * transaction's lock against the tree as it was before the transaction,
+ * whatever their position, before anything changes; one that does not
+ * hold fails the whole transaction with -ECANCELED (failed op: it).
+ */
+#define FSTX_OP_ASSERT_ABSENT 14 /* path: nothing by that name (lstat) */
+#define FSTX_OP_ASSERT_EXISTS 15 /* path: something by that name (lstat) */
+#define FSTX_OP_ASSERT_DATA   16 /* path, data, len: the whole content */
+#define FSTX_OP_ASSERT_XATTR  17 /* path, name, value, len */
+#define FSTX_OP_MAX     17
 
 /*
  * Transaction flag (struct btrfs_ioctl_usertrans.flags), a bit the seed
@@ -117,6 +127,16 @@ struct fstx_status {
 };
 int fstx_status(fstx_domain *d, struct fstx_status *st);
 
+/*
+ * Consistent reads: between fstx_read_begin() and fstx_read_end() no
+ * transaction of a cooperating writer is under way (the domain lock is
+ * held shared; writers wait), so plain read(2)s see one committed state.
+ * begin rolls back a hot journal first; -EROFS if the domain is wedged.
+ * Do not commit on the same domain from inside (it would wait forever).
+ */
+int fstx_read_begin(fstx_domain *d);
+void fstx_read_end(fstx_domain *d);
+
 /* ---- transactions ----------------------------------------------------- */
 
 typedef struct fstx_tx fstx_tx;
@@ -140,6 +160,13 @@ int fstx_tx_clonerange(fstx_tx *tx, int dstfd, int srcfd, off_t srcoff,
 int fstx_tx_rename(fstx_tx *tx, const char *oldpath, const char *newpath,
 		   unsigned int flags);
 int fstx_tx_symlink(fstx_tx *tx, const char *target, const char *linkpath);
+int fstx_tx_assert_absent(fstx_tx *tx, const char *path);
+int fstx_tx_assert_exists(fstx_tx *tx, const char *path);
+/* data must live until commit, like pwrite buffers */
+int fstx_tx_assert_data(fstx_tx *tx, const char *path, const void *data,
+			size_t len);
+int fstx_tx_assert_xattr(fstx_tx *tx, const char *path, const char *name,
+			 const void *value, size_t len);
 
 /*
  * Replace the last op's strictness with the seed's condition: fail the

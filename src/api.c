@@ -86,6 +86,47 @@ int fstx_recover(fstx_domain *d)
 	return r;
 }
 
+/*
+ * A shared lock excludes every writer's transaction (writers hold it
+ * exclusively from planning to the end of commit or rollback), so between
+ * begin and end the tree is a committed state.  A hot journal is rolled
+ * back first, which needs the lock exclusively: drop, recover, retry.
+ */
+int fstx_read_begin(fstx_domain *d)
+{
+	int r;
+
+	if (!d)
+		return -EINVAL;
+	for (int tries = 0; tries < 8; tries++) {
+		if ((r = fstx_os.flock(d->lockfd, LOCK_SH)) < 0)
+			return r;
+		r = fx_is_wedged(d);
+		if (r == 0)
+			r = fx_journal_hot(d);
+		if (r == 0)
+			return 0; /* hold it */
+		fx_unlock(d);
+		if (r < 0)
+			return r;
+		if (fx_is_wedged(d) > 0)
+			return -EROFS; /* the tree may be torn: fstx_recover() */
+		if ((r = fx_lock(d)) < 0)
+			return r;
+		r = fx_recover_locked(d);
+		fx_unlock(d);
+		if (r < 0)
+			return r;
+	}
+	return -EAGAIN;
+}
+
+void fstx_read_end(fstx_domain *d)
+{
+	if (d)
+		fx_unlock(d);
+}
+
 int fstx_status(fstx_domain *d, struct fstx_status *st)
 {
 	struct stat js;
@@ -321,6 +362,39 @@ int fstx_tx_symlink(fstx_tx *tx, const char *target, const char *linkpath)
 	return add_paths(tx, FSTX_OP_SYMLINK, target, linkpath, -1, 0);
 }
 
+int fstx_tx_assert_absent(fstx_tx *tx, const char *path)
+{
+	return add_paths(tx, FSTX_OP_ASSERT_ABSENT, path, NULL, 0, 0);
+}
+
+int fstx_tx_assert_exists(fstx_tx *tx, const char *path)
+{
+	return add_paths(tx, FSTX_OP_ASSERT_EXISTS, path, NULL, 0, 0);
+}
+
+int fstx_tx_assert_data(fstx_tx *tx, const char *path, const void *data,
+			size_t len)
+{
+	if (len > INT64_MAX || (!data && len))
+		return -EINVAL;
+	return add_paths(tx, FSTX_OP_ASSERT_DATA, path, NULL,
+			 (int64_t)(intptr_t)data, (int64_t)len);
+}
+
+int fstx_tx_assert_xattr(fstx_tx *tx, const char *path, const char *name,
+			 const void *value, size_t len)
+{
+	int r;
+
+	if (len > FSTX_MAX_XATTR || (!value && len))
+		return -EINVAL;
+	r = add_paths(tx, FSTX_OP_ASSERT_XATTR, path, name, -1,
+		      (int64_t)(intptr_t)value);
+	if (r == 0)
+		tx->ops[tx->nops - 1].args[3] = (int64_t)len;
+	return r;
+}
+
 int fstx_tx_expect(fstx_tx *tx, uint64_t fail_flags, int64_t value)
 {
 	if (!tx || !tx->nops)
@@ -394,7 +468,8 @@ const char *fstx_op_name(uint64_t op)
 	static const char *const names[] = {
 		"?", "open", "close", "pwrite", "unlink", "link", "mkdir", "rmdir",
 		"truncate", "setxattr", "removexattr", "clonerange", "rename",
-		"symlink",
+		"symlink", "assert-absent", "assert-exists", "assert-data",
+		"assert-xattr",
 	};
 
 	return op <= FSTX_OP_MAX ? names[op] : "?";

@@ -4,6 +4,7 @@
  *   fstx run DIR [FILE|-] [--json]   apply a transaction file atomically
  *   fstx recover DIR [--json]        roll back a hot journal, clear a wedge
  *   fstx status DIR [--json]         journal state and filesystem facts
+ *   fstx read DIR -- CMD [ARGS...]   run CMD while no transaction runs
  *
  * Exit: 0 committed / ok; 1 an op failed, rolled back; 2 usage, parse or
  * validation error (nothing attempted); 3 domain wedged or recovery failed.
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 enum { EX_OK = 0, EX_ROLLED = 1, EX_USAGE = 2, EX_WEDGED = 3 };
@@ -27,6 +29,7 @@ static const char usage[] =
 	"usage: fstx run DIR [FILE|-] [--json]\n"
 	"       fstx recover DIR [--json]\n"
 	"       fstx status DIR [--json]\n"
+	"       fstx read DIR -- CMD [ARGS...]\n"
 	"       fstx --help | --version\n"
 	"\n"
 	"Apply a transaction (one op per line, see fstx-tx(5)) to the directory\n"
@@ -34,13 +37,17 @@ static const char usage[] =
 	"exactly as before.  FILE defaults to standard input.\n"
 	"\n"
 	"Ops: open close pwrite unlink link mkdir rmdir truncate setxattr\n"
-	"     removexattr clonerange rename symlink; 'option wedge-on-fail',\n"
+	"     removexattr clonerange rename symlink; compare ops assert-absent,\n"
+	"     assert-exists, assert-data, assert-xattr; 'option wedge-on-fail',\n"
 	"     'option reserve BYTES OPS'.  Ops are strict unless marked with\n"
 	"     '!ne N' ... '!ge N' conditions or a leading '-'.\n"
 	"\n"
 	"Exit status: 0 committed, 1 an op failed and the transaction was rolled\n"
 	"back, 2 usage/parse/validation error (nothing attempted), 3 domain\n"
-	"wedged or recovery failed (run 'fstx recover DIR').\n";
+	"wedged or recovery failed (run 'fstx recover DIR').\n"
+	"\n"
+	"fstx read runs CMD holding the domain's lock shared, so CMD sees no\n"
+	"half-applied transaction of fstx writers; it exits with CMD's status.\n";
 
 static const char *errname(long e)
 {
@@ -180,6 +187,7 @@ static void describe_op(const struct fx_txt *t, long i, char *buf, size_t n)
 		break;
 	case BTRFS_IOC_UT_OP_SETXATTR:
 	case BTRFS_IOC_UT_OP_REMOVEXATTR:
+	case FSTX_OP_ASSERT_XATTR:
 		snprintf(buf, n, "%s \"%s\" %s", name, ARG(op, 0), ARG(op, 1));
 		break;
 	default:
@@ -187,9 +195,12 @@ static void describe_op(const struct fx_txt *t, long i, char *buf, size_t n)
 	}
 }
 
-/* Why an op failed, in words; strerror where it says it well. */
-static const char *reason(long e)
+/* Why op failed, in words; strerror where it says it well. */
+static const char *reason(const struct btrfs_ioctl_usertrans_op *op, long e)
 {
+	if (e == -ECANCELED && op->op >= FSTX_OP_ASSERT_ABSENT &&
+	    op->op <= FSTX_OP_ASSERT_XATTR)
+		return "assertion does not hold";
 	switch (-e) {
 	case EXDEV:
 		return "the path leaves the domain, or the file is also linked from outside it";
@@ -307,7 +318,7 @@ static int cmd_run(const char *dir, const char *file, int json)
 
 		describe_op(&t, o.failed, what, sizeof(what));
 		fprintf(stderr, "fstx: line %u: %s: %s (%s); transaction rolled "
-			"back, nothing changed\n", o.line, what, reason(ret),
+			"back, nothing changed\n", o.line, what, reason(&t.ops[o.failed], ret),
 			errname(ret));
 	} else {
 		fprintf(stderr, "fstx: %s: %s (%s); nothing changed\n", dir,
@@ -343,6 +354,40 @@ static int cmd_recover(const char *dir, int json)
 	if (!json)
 		printf("%s\n", r ? "recovered" : "clean");
 	return EX_OK;
+}
+
+/* Run argv under the domain's shared lock; its exit status is ours. */
+static int cmd_read(const char *dir, char **argv)
+{
+	fstx_domain *d;
+	int r, st;
+	pid_t pid;
+
+	r = fstx_domain_open(dir, &d);
+	if (r == 0 && (r = fstx_read_begin(d)) < 0)
+		fstx_domain_close(d);
+	if (r < 0) {
+		fprintf(stderr, "fstx: %s: %s (%s)%s\n", dir, strerror(-r), errname(r),
+			r == -EROFS ? "; the domain needs 'fstx recover DIR'" : "");
+		return EX_WEDGED;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		execvp(argv[0], argv);
+		fprintf(stderr, "fstx: %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	r = pid < 0 ? -errno : 0;
+	while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	fstx_read_end(d);
+	fstx_domain_close(d);
+	if (r < 0) {
+		fprintf(stderr, "fstx: fork: %s\n", strerror(-r));
+		return EX_WEDGED;
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 static int cmd_status(const char *dir, int json)
@@ -383,6 +428,12 @@ int main(int argc, char **argv)
 	const char *pos[3] = { 0 };
 	int npos = 0, json = 0;
 
+	if (argc >= 3 && !strcmp(argv[1], "read")) {
+		if (argc >= 5 && !strcmp(argv[3], "--"))
+			return cmd_read(argv[2], argv + 4);
+		fprintf(stderr, "fstx: read needs DIR -- CMD [ARGS...]\n%s", usage);
+		return EX_USAGE;
+	}
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			fputs(usage, stdout);

@@ -988,6 +988,117 @@ static int plan_op(struct plan *P, size_t i)
 	return 0;
 }
 
+/* ---- compare ops ------------------------------------------------------ */
+
+/* Does file fd hold exactly len bytes equal to want? 1, 0 or -errno. */
+static int same_data(int fd, const unsigned char *want, uint64_t len)
+{
+	unsigned char buf[8192];
+	struct stat st;
+	uint64_t off = 0;
+	int r = fstx_os.fstat(fd, &st);
+
+	if (r < 0)
+		return r;
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != len)
+		return 0;
+	while (off < len) {
+		size_t n = len - off > sizeof(buf) ? sizeof(buf) : (size_t)(len - off);
+		ssize_t got = fstx_os.pread(fd, buf, n, (off_t)off);
+
+		if (got < 0)
+			return (int)got;
+		if (got == 0 || memcmp(buf, want + off, (size_t)got))
+			return 0;
+		off += (uint64_t)got;
+	}
+	return 1;
+}
+
+static int same_xattr(int fd, const char *name, const void *want, size_t len)
+{
+	char *buf = malloc(FSTX_MAX_XATTR + 1);
+	ssize_t got;
+
+	if (!buf)
+		return -ENOMEM;
+	got = fstx_os.fgetxattr(fd, name, buf, FSTX_MAX_XATTR + 1);
+	if (got >= 0)
+		got = (size_t)got == len && !memcmp(buf, want, len);
+	else if (got == -ENODATA)
+		got = 0;
+	free(buf);
+	return (int)got;
+}
+
+/* 1 if compare op i holds in the initial tree, 0 if not, or -errno. */
+static int check_assert(struct plan *P, size_t i)
+{
+	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+	int follow = op->op == FSTX_OP_ASSERT_DATA || op->op == FSTX_OP_ASSERT_XATTR;
+	struct node n;
+	int r = resolve(P, &P->pops[i], ARGP(op, 0), follow, &n, 0), fd;
+
+	if (r == -ENOENT || r == -ENOTDIR) { /* a component is missing */
+		r = 0;
+		n.state = N_ABSENT;
+	}
+	if (r < 0)
+		goto out;
+	switch (op->op) {
+	case FSTX_OP_ASSERT_ABSENT:
+		r = n.state == N_ABSENT;
+		goto out;
+	case FSTX_OP_ASSERT_EXISTS:
+		r = n.state != N_ABSENT;
+		goto out;
+	}
+	r = 0;
+	if (n.state == N_ABSENT || n.kind == K_OTHER || n.kind == K_LINK)
+		goto out;
+	fd = fx_open(P->d, P->pops[i].cpath, O_RDONLY | O_NOFOLLOW, 0);
+	if (fd < 0) {
+		r = fd;
+		goto out;
+	}
+	if (op->op == FSTX_OP_ASSERT_DATA)
+		r = same_data(fd, (const void *)(intptr_t)op->args[1],
+			      (uint64_t)op->args[2]);
+	else
+		r = same_xattr(fd, ARGP(op, 1), (const void *)(intptr_t)op->args[2],
+			       (size_t)op->args[3]);
+	fstx_os.close(fd);
+out:
+	node_free(&n);
+	return r;
+}
+
+static int is_assert(uint64_t op)
+{
+	return op >= FSTX_OP_ASSERT_ABSENT && op <= FSTX_OP_ASSERT_XATTR;
+}
+
+/*
+ * Every compare op, against the initial tree (the overlay is still empty),
+ * before anything else is planned: the first that fails stops the plan
+ * with -ECANCELED, one that cannot be evaluated with its errno.
+ */
+static int check_asserts(struct plan *P)
+{
+	for (size_t i = 0; i < P->nops; i++) {
+		int r;
+
+		if (!is_assert(P->ops[i].op))
+			continue;
+		r = check_assert(P, i);
+		if (r <= 0) {
+			P->failed_op = (long)i;
+			return r < 0 ? r : -ECANCELED;
+		}
+	}
+	return 0;
+}
+
 int fx_plan_build(struct plan *P)
 {
 	int r;
@@ -997,6 +1108,8 @@ int fx_plan_build(struct plan *P)
 	if (!P->pops || !P->slots)
 		return -ENOMEM;
 	P->failed_op = -1;
+	if ((r = check_asserts(P)) < 0)
+		return r;
 	for (size_t i = 0; i < P->nops; i++)
 		if ((r = plan_op(P, i)) < 0) {
 			P->failed_op = (long)i;

@@ -117,6 +117,20 @@ static const char *validate_op(const struct btrfs_ioctl_usertrans_op *op,
 		NEED(a[2] == 0 || a[2] == RENAME_NOREPLACE || a[2] == RENAME_EXCHANGE,
 		     "bad rename flags");
 		return NULL;
+	case FSTX_OP_ASSERT_ABSENT:
+	case FSTX_OP_ASSERT_EXISTS:
+		NEED(a[0], "NULL path");
+		return NULL;
+	case FSTX_OP_ASSERT_DATA:
+		NEED(a[0], "NULL path");
+		NEED(a[1] || !a[2], "NULL data");
+		NEED(a[2] >= 0, "negative length");
+		return NULL;
+	case FSTX_OP_ASSERT_XATTR:
+		NEED(a[0] && a[1], "NULL path or name");
+		NEED(a[2] || !a[3], "NULL value");
+		NEED(a[3] >= 0 && a[3] <= FSTX_MAX_XATTR, "value length outside 0..65536");
+		return NULL;
 	default:
 		return "unknown op";
 	}
@@ -500,6 +514,9 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 	if ((r = fx_plan_build(&P)) < 0) {
 		d->failed_op = P.failed_op;
 		ut->ops_completed = P.failed_op >= 0 ? (uint64_t)P.failed_op : 0;
+		if (P.failed_op >= 0) /* an assertion, or an I/O error planning it */
+			((struct btrfs_ioctl_usertrans_op *)(intptr_t)ut->ops_ptr)
+				[P.failed_op].rval = r;
 		goto out;
 	}
 	if ((r = preflight(d, ut, &P)) < 0)

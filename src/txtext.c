@@ -17,6 +17,10 @@
  *   clonerange DSTIDX SRCIDX SRCOFF LEN DSTOFF
  *   rename OLDPATH NEWPATH [noreplace|exchange]
  *   symlink TARGET LINKPATH
+ *   assert-absent PATH
+ *   assert-exists PATH
+ *   assert-data PATH DATA
+ *   assert-xattr PATH NAME DATA
  *
  * Every op is strict (fails the transaction on an error or a short write)
  * unless it carries trailing seed conditions (!ne N, !eq N, !lt N, !gt N,
@@ -386,6 +390,10 @@ static const struct opdef opdefs[] = {
 	{ "clonerange", BTRFS_IOC_UT_OP_CLONERANGE, 5, 5 },
 	{ "rename", FSTX_OP_RENAME, 2, 3 },
 	{ "symlink", FSTX_OP_SYMLINK, 2, 2 },
+	{ "assert-absent", FSTX_OP_ASSERT_ABSENT, 1, 1 },
+	{ "assert-exists", FSTX_OP_ASSERT_EXISTS, 1, 1 },
+	{ "assert-data", FSTX_OP_ASSERT_DATA, 2, 2 },
+	{ "assert-xattr", FSTX_OP_ASSERT_XATTR, 3, 3 },
 };
 
 static int args(struct ps *p, const struct opdef *d,
@@ -460,6 +468,18 @@ static int args(struct ps *p, const struct opdef *d,
 		return 0;
 	case FSTX_OP_SYMLINK:
 		if ((r = path(p, 1, "TARGET", &a[0])) || (r = path(p, 2, "LINKPATH", &a[1])))
+			return r;
+		return 0;
+	case FSTX_OP_ASSERT_ABSENT:
+	case FSTX_OP_ASSERT_EXISTS:
+		return path(p, 1, "PATH", &a[0]);
+	case FSTX_OP_ASSERT_DATA:
+		if ((r = path(p, 1, "PATH", &a[0])) || (r = data(p, 2, &a[1], &a[2])))
+			return r;
+		return 0;
+	case FSTX_OP_ASSERT_XATTR:
+		if ((r = path(p, 1, "PATH", &a[0])) || (r = path(p, 2, "NAME", &a[1])) ||
+		    (r = data(p, 3, &a[2], &a[3])))
 			return r;
 		return 0;
 	}

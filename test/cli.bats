@@ -222,3 +222,21 @@ T
 	[ "$(cat "$D/a")" = alpha ]
 	[ ! -e "$D/b" ]
 }
+
+@test "compare ops: assert-absent, assert-exists, assert-data, assert-xattr" {
+	setfattr -n user.v -v 7 "$D/a" 2>/dev/null || skip "no user xattrs here"
+	before=$(snap)
+	run "$FSTX" run "$D" - <<<$'open 0 a O_WRONLY|O_TRUNC\npwrite 0 "beta" 0\nassert-data a "alpha\\n"\nassert-absent a'
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'line 4: assert-absent "a": assertion does not hold (ECANCELED); transaction rolled back, nothing changed'* ]]
+	[ "$(snap)" = "$before" ]
+	run "$FSTX" run "$D" - --json <<<$'assert-xattr a user.v "8"'
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'"failed_op":0,"line":1,"errno":"ECANCELED","results":[-125]'* ]]
+	run "$FSTX" run "$D" - <<<$'assert-data a "alpha\\n"\nassert-xattr a user.v "7"\nassert-exists old\nassert-absent new\nopen 0 a O_WRONLY|O_TRUNC\npwrite 0 "beta" 0\nunlink old\nassert-exists old'
+	[ "$status" -eq 0 ]
+	[ "$(cat "$D/a")" = beta ]
+	[ ! -e "$D/old" ]
+	run "$FSTX" run "$D" - <<<'assert-data a'
+	[ "$status" -eq 2 ]
+}

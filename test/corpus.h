@@ -60,6 +60,12 @@ static const char *const corpus[] = {
 	/* 7: O_TRUNC of a hard-linked file, then rename over it */
 	"open 0 hard O_WRONLY|O_TRUNC\npwrite 0 \"hardtrunc\" 0\nclose 0\n"
 	"open 1 t O_WRONLY|O_CREAT\npwrite 1 \"t\" 0\nclose 1\nrename t b\n",
+	/* 8: compare ops that hold, then changes (one undoes what one asserts) */
+	"assert-data a \"alpha\\n\"\nassert-xattr a user.k \"v1\"\nassert-absent n\n"
+	"assert-exists ln\nassert-data d/e/f \"foxtrot\\n\"\nopen 0 a O_RDWR\n"
+	"pwrite 0 \"ALPHA\" 0\nunlink old\nassert-exists old\nassert-absent d/e/g\n",
+	/* 9: a compare op that fails after ops that would change the tree */
+	"open 0 a O_RDWR\npwrite 0 \"X\" 0\nunlink old\nassert-data b \"wrong\"\n",
 };
 
 #define NFIXED (sizeof(corpus) / sizeof(corpus[0]))

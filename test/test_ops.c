@@ -438,6 +438,90 @@ static void clonerange_paths(void **state)
 	free(want);
 }
 
+/*
+ * Compare ops through the builder: each holds or fails with -ECANCELED
+ * naming its index, against the tree as it was before the transaction
+ * (whatever its position), and a failing one changes nothing.
+ */
+static void assertions(void **state)
+{
+	char *dir = t_mkdomain(), *before, *now;
+	fstx_domain *d;
+	fstx_tx *tx;
+	struct { int kind; const char *path, *a; int holds; } cases[] = {
+		{ 0, "n", NULL, 1 }, { 0, "a", NULL, 0 }, { 0, "d/x/y", NULL, 1 },
+		{ 1, "ln", NULL, 1 }, { 1, "empty", NULL, 1 }, { 1, "nope", NULL, 0 },
+		{ 2, "a", "alpha\n", 1 }, { 2, "a", "alpha", 0 }, { 2, "a", "alpha\n\n", 0 },
+		{ 2, "ln", "charlie\n", 1 }, { 2, "empty", "", 0 }, { 2, "nope", "", 0 },
+		{ 3, "a", "v1", 1 }, { 3, "a", "v2", 0 }, { 3, "b", "v1", 0 },
+	};
+
+	(void)state;
+	t_populate(dir);
+	before = t_snapshot(dir);
+	assert_int_equal(fstx_domain_open(dir, &d), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int r, fd;
+
+		assert_int_equal(fstx_tx_new(d, &tx), 0);
+		fd = fstx_tx_open(tx, "a", O_RDWR, 0);
+		assert_int_equal(fstx_tx_pwrite(tx, fd, "CHANGED", 7, 0), 0);
+		assert_int_equal(fstx_tx_unlink(tx, "old"), 0);
+		switch (cases[i].kind) {
+		case 0: r = fstx_tx_assert_absent(tx, cases[i].path); break;
+		case 1: r = fstx_tx_assert_exists(tx, cases[i].path); break;
+		case 2: r = fstx_tx_assert_data(tx, cases[i].path, cases[i].a,
+						strlen(cases[i].a)); break;
+		default: r = fstx_tx_assert_xattr(tx, cases[i].path, "user.k", cases[i].a,
+						  strlen(cases[i].a)); break;
+		}
+		assert_int_equal(r, 0);
+		r = fstx_tx_commit(tx);
+		now = t_snapshot(dir);
+		if (cases[i].holds) {
+			if (r != 0)
+				fail_msg("case %zu: %s", i, strerror(-r));
+			assert_string_not_equal(now, before);
+			fstx_tx_free(tx);
+			free(now);
+			/* back to the initial tree */
+			t_rmtree(dir);
+			t_populate(dir);
+			fstx_domain_close(d);
+			assert_int_equal(fstx_domain_open(dir, &d), 0);
+			continue;
+		}
+		if (r != -ECANCELED)
+			fail_msg("case %zu: %d, not -ECANCELED", i, r);
+		assert_int_equal(fstx_tx_failed_op(tx), 3);
+		assert_int_equal(fstx_tx_result(tx, 3), -ECANCELED);
+		assert_string_equal(now, before);
+		free(now);
+		fstx_tx_free(tx);
+	}
+	/* "unlink a" then "assert-exists a": the tree before the transaction */
+	assert_int_equal(fstx_tx_new(d, &tx), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "a"), 0);
+	assert_int_equal(fstx_tx_assert_exists(tx, "a"), 0);
+	assert_int_equal(fstx_tx_assert_absent(tx, "../a"), 0);
+	assert_int_equal(fstx_tx_commit(tx), -EXDEV);
+	fstx_tx_free(tx);
+	assert_int_equal(fstx_tx_new(d, &tx), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "a"), 0);
+	assert_int_equal(fstx_tx_assert_exists(tx, "a"), 0);
+	assert_int_equal(fstx_tx_commit(tx), 0);
+	fstx_tx_free(tx);
+	assert_int_equal(fstx_tx_new(d, &tx), 0);
+	assert_int_equal(fstx_tx_assert_data(tx, "b", NULL, 1), -EINVAL);
+	assert_int_equal(fstx_tx_assert_xattr(tx, "b", "user.k", "v", FSTX_MAX_XATTR + 1),
+			 -EINVAL);
+	fstx_tx_free(tx);
+	fstx_domain_close(d);
+	free(before);
+	t_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -446,6 +530,7 @@ int main(void)
 		cmocka_unit_test(differential),
 		cmocka_unit_test(ergonomic),
 		cmocka_unit_test(status),
+		cmocka_unit_test(assertions),
 	};
 
 	return cmocka_run_group_tests_name("ops", tests, NULL, NULL);
