@@ -64,13 +64,15 @@ tally() {
 run_fs() {
 	local name=$1 dir=$2 pass=0 fail=0 out rc p f
 	export FSTX_CORPUS=${FSTX_CORPUS_FIRST:-}
-	[ -n "${FIRST_DONE:-}" ] && export FSTX_CORPUS=${FSTX_CORPUS_OTHERS:-12}
+	export FSTX_BANK_TX=${FSTX_BANK_TX_FIRST:-1000}
+	[ -n "${FIRST_DONE:-}" ] && export FSTX_CORPUS=${FSTX_CORPUS_OTHERS:-12} \
+		FSTX_BANK_TX=${FSTX_BANK_TX_OTHERS:-100}
 	FIRST_DONE=1
 	# Where reflink works, clone every before-image of 4 KiB or more, so
 	# the crash and power-loss harness covers journal.c rule 8.
 	case $name in btrfs|xfs) export FSTX_CLONE_MIN=4096 ;; *) unset FSTX_CLONE_MIN ;; esac
 	echo "=== $name ($dir)"
-	for t in ${FSTX_SUITES:-test_abi test_ops test_txtext test_rollback test_crash test_powerloss test_large test_journal test_race cli.bats confine.bats examples}; do
+	for t in ${FSTX_SUITES:-test_abi test_ops test_txtext test_rollback test_crash test_powerloss test_large test_journal test_race test_bank cli.bats confine.bats examples}; do
 		out="$WORK/$name.$t.log"
 		if [ "$t" = examples ]; then
 			(cd "$ROOT" && FSTX_TEST_DIR=$dir bash examples/run.sh "$B") >"$out" 2>&1
@@ -83,7 +85,7 @@ run_fs() {
 		read -r p f < <(tally "$out")
 		[ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
 		pass=$((pass + p)) fail=$((fail + f))
-		grep -E '^(kill|random kill|errors|rollback|power-loss|large|journal damage|race):' "$out" | sed "s/^/  $name: /"
+		grep -E '^(kill|random kill|errors|rollback|power-loss|large|journal damage|race|bank):' "$out" | sed "s/^/  $name: /"
 		if [ "$rc" -ne 0 ]; then
 			echo "  $t FAILED on $name:"
 			grep -E 'ERROR|FAILED|not ok|^#' "$out" | head -20 | sed 's/^/    /'
