@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
 # cli.bats - the fstx command: grammar, exit codes, JSON, messages.
+bats_require_minimum_version 1.5.0
 
 setup() {
 	FSTX="${FSTX_BIN:-$BATS_TEST_DIRNAME/../build/fstx}"
@@ -239,4 +240,43 @@ T
 	[ ! -e "$D/old" ]
 	run "$FSTX" run "$D" - <<<'assert-data a'
 	[ "$status" -eq 2 ]
+}
+
+@test "fstx read runs a command under the shared lock and passes its status on" {
+	run "$FSTX" read "$D" -- cat "$D/a"
+	[ "$status" -eq 0 ]
+	[ "$output" = alpha ]
+	run "$FSTX" read "$D" -- sh -c 'exit 7'
+	[ "$status" -eq 7 ]
+	run -127 "$FSTX" read "$D" -- /nonexistent/cmd
+	[ "$status" -eq 127 ]
+	run "$FSTX" read "$D"
+	[ "$status" -eq 2 ]
+	# A writer waits for the reader: the reader sees the same bytes twice.
+	"$FSTX" read "$D" -- sh -c "cat '$D/a' > '$TX/r1'; sleep 1; cat '$D/a' > '$TX/r2'" &
+	sleep 0.3
+	run "$FSTX" run "$D" - <<<$'open 0 a O_WRONLY|O_TRUNC\npwrite 0 "changed" 0'
+	[ "$status" -eq 0 ]
+	wait
+	[ "$(cat "$TX/r1")" = alpha ]
+	[ "$(cat "$TX/r2")" = alpha ]
+	[ "$(cat "$D/a")" = changed ]
+}
+
+@test "fstx read rolls back a hot journal before it runs the command" {
+	run "$FSTX" run "$D" - <<<$'open 0 a O_WRONLY|O_TRUNC\npwrite 0 "torn" 0'
+	[ "$status" -eq 0 ]
+	# Leave a hot journal: kill a writer with SIGKILL while it holds the lock
+	# (strace stops it right after its journal is durable).
+	command -v strace >/dev/null || skip "strace missing"
+	printf 'open 0 a O_WRONLY|O_TRUNC\npwrite 0 "NEW" 0\n' > "$TX/t"
+	timeout -s KILL 5 strace -f -o /dev/null -e inject=pwrite64:signal=KILL:when=3 \
+		"$FSTX" run "$D" "$TX/t" 2>/dev/null || true
+	run "$FSTX" status "$D" --json
+	if [[ "$output" != *'"hot":true'* ]]; then skip "no hot journal left at this point"; fi
+	run "$FSTX" read "$D" -- cat "$D/a"
+	[ "$status" -eq 0 ]
+	[ "$output" = torn ]
+	run "$FSTX" status "$D" --json
+	[[ "$output" == *'"hot":false'* ]]
 }
