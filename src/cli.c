@@ -198,8 +198,7 @@ static void describe_op(const struct fx_txt *t, long i, char *buf, size_t n)
 /* Why op failed, in words; strerror where it says it well. */
 static const char *reason(const struct btrfs_ioctl_usertrans_op *op, long e)
 {
-	if (e == -ECANCELED && op->op >= FSTX_OP_ASSERT_ABSENT &&
-	    op->op <= FSTX_OP_ASSERT_XATTR)
+	if (e == -ECANCELED && fx_op_is_assert(op->op))
 		return "assertion does not hold";
 	switch (-e) {
 	case EXDEV:

@@ -133,6 +133,12 @@ int fx_validate_why(const struct btrfs_ioctl_usertrans *ut, uint64_t *bad,
 		    const char **why);
 
 
+/* A compare op (FSTX_OP_ASSERT_*): evaluated before the plan, changes nothing. */
+static inline int fx_op_is_assert(uint64_t op)
+{
+	return op >= FSTX_OP_ASSERT_ABSENT && op <= FSTX_OP_ASSERT_XATTR;
+}
+
 /* ---- txtext.c: the transaction text format (fstx-tx(5)) ---- */
 struct fx_txt {
 	struct btrfs_ioctl_usertrans_op *ops;

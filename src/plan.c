@@ -1073,11 +1073,6 @@ out:
 	return r;
 }
 
-static int is_assert(uint64_t op)
-{
-	return op >= FSTX_OP_ASSERT_ABSENT && op <= FSTX_OP_ASSERT_XATTR;
-}
-
 /*
  * Every compare op, against the initial tree (the overlay is still empty),
  * before anything else is planned: the first that fails stops the plan
@@ -1088,7 +1083,7 @@ static int check_asserts(struct plan *P)
 	for (size_t i = 0; i < P->nops; i++) {
 		int r;
 
-		if (!is_assert(P->ops[i].op))
+		if (!fx_op_is_assert(P->ops[i].op))
 			continue;
 		r = check_assert(P, i);
 		if (r <= 0) {
