@@ -94,22 +94,21 @@ int fstx_recover(fstx_domain *d)
  */
 int fstx_read_begin(fstx_domain *d)
 {
-	int r;
+	int r, wedged;
 
 	if (!d)
 		return -EINVAL;
 	for (int tries = 0; tries < 8; tries++) {
 		if ((r = fstx_os.flock(d->lockfd, LOCK_SH)) < 0)
 			return r;
-		r = fx_is_wedged(d);
-		if (r == 0)
-			r = fx_journal_hot(d);
+		wedged = fx_is_wedged(d);
+		r = wedged ? wedged : fx_journal_hot(d);
 		if (r == 0)
 			return 0; /* hold it */
 		fx_unlock(d);
 		if (r < 0)
 			return r;
-		if (fx_is_wedged(d) > 0)
+		if (wedged)
 			return -EROFS; /* the tree may be torn: fstx_recover() */
 		if ((r = fx_lock(d)) < 0)
 			return r;
