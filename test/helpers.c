@@ -32,6 +32,14 @@ __attribute__((noreturn)) static void die(const char *what)
 	abort();
 }
 
+long t_env_long(const char *name, long dflt)
+{
+	const char *v = getenv(name);
+	long n = v && *v ? strtol(v, NULL, 0) : dflt;
+
+	return n > 0 ? n : dflt;
+}
+
 char *t_mkdomain(void)
 {
 	const char *base = getenv("FSTX_TEST_DIR");

@@ -7,6 +7,8 @@
 #include "fstx.h"
 #include "fstx/btrfs_usertrans.h"
 
+/* The positive number in environment variable name, else dflt. */
+long t_env_long(const char *name, long dflt);
 /* A fresh empty directory under $FSTX_TEST_DIR (default /tmp); malloc'd. */
 char *t_mkdomain(void);
 void t_rmtree(const char *path);

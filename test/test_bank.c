@@ -38,10 +38,7 @@ struct tally { long commits, retries, aborts, errors, reads, bad_sums; };
 
 static long bank_tx(void)
 {
-	const char *v = getenv("FSTX_BANK_TX");
-	long n = v && *v ? strtol(v, NULL, 0) : 1000;
-
-	return n > 0 ? n : 1000;
+	return t_env_long("FSTX_BANK_TX", 1000);
 }
 
 static double now_s(void)

@@ -112,7 +112,11 @@ static void child(const char *dir, uint64_t size, int fail, int out)
 	_exit(0);
 }
 
-static void run_child(const char *dir, uint64_t size, int fail, long res[2])
+typedef void child_fn(const char *dir, uint64_t size, int fail, int out);
+
+/* Run fn in a child process and read its nres results from the pipe. */
+static void run_child(child_fn *fn, const char *dir, uint64_t size, int fail,
+		      long *res, size_t nres)
 {
 	int p[2], st;
 	pid_t pid;
@@ -122,10 +126,10 @@ static void run_child(const char *dir, uint64_t size, int fail, long res[2])
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		close(p[0]);
-		child(dir, size, fail, p[1]);
+		fn(dir, size, fail, p[1]);
 	}
 	close(p[1]);
-	assert_int_equal(read(p[0], res, 2 * sizeof(long)), 2 * sizeof(long));
+	assert_int_equal(read(p[0], res, nres * sizeof(long)), nres * sizeof(long));
 	close(p[0]);
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
@@ -145,7 +149,7 @@ static void large_overwrite(void **state)
 	assert_true(got == size);
 
 	/* rolled back: every byte as before */
-	run_child(dir, size, 1, res);
+	run_child(child, dir, size, 1, res, 2);
 	if (res[0] != -ENOENT)
 		fail_msg("rollback run: %ld (%s)", res[0], strerror((int)-res[0]));
 	printf("large: %llu MiB overwrite rolled back, RSS +%ld KiB\n",
@@ -154,7 +158,7 @@ static void large_overwrite(void **state)
 	assert_true(file_crc(path, &got) == before && got == size);
 
 	/* committed: every byte new */
-	run_child(dir, size, 0, res);
+	run_child(child, dir, size, 0, res, 2);
 	assert_int_equal(res[0], 0);
 	printf("large: %llu MiB overwrite committed, RSS +%ld KiB\n",
 	       (unsigned long long)(size >> 20), res[1]);
@@ -182,12 +186,14 @@ static void large_overwrite(void **state)
  * of a missing name): in a child, reporting result, RSS growth and time.
  */
 #define MILLION 1000000
-static void million_child(const char *dir, int fail, int out)
+static void million_child(const char *dir, uint64_t size, int fail, int out)
 {
 	static const char byte = 'M';
 	struct rusage ru;
 	long res[3] = { 0, 0, 0 }, base;
 	struct timespec t0, t1;
+
+	(void)size;
 	fstx_domain *d;
 	fstx_tx *tx;
 	int fd;
@@ -229,27 +235,13 @@ static void million_ops(void **state)
 	uint32_t before, after;
 	uint64_t size = 3u << 20, got; /* make_file writes whole MiB */
 	long res[3];
-	int p[2], st;
 
 	(void)state;
 	assert_true(asprintf(&path, "%s/m", dir) > 0);
 	make_file(path, size);
 	before = file_crc(path, &got);
 	for (int fail = 1; fail >= 0; fail--) {
-		pid_t pid;
-
-		assert_int_equal(pipe(p), 0);
-		pid = fork();
-		assert_true(pid >= 0);
-		if (pid == 0) {
-			close(p[0]);
-			million_child(dir, fail, p[1]);
-		}
-		close(p[1]);
-		assert_int_equal(read(p[0], res, sizeof(res)), sizeof(res));
-		close(p[0]);
-		assert_int_equal(waitpid(pid, &st, 0), pid);
-		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		run_child(million_child, dir, 0, fail, res, 3);
 		printf("large: %d ops in one transaction %s in %ld ms, RSS +%ld KiB\n",
 		       MILLION, fail ? "rolled back" : "committed", res[2], res[1]);
 		/* Memory is O(ops): the ops and the plan, not the data. */

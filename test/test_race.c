@@ -34,10 +34,7 @@
 
 static long race_ms(void)
 {
-	const char *v = getenv("FSTX_RACE_MS");
-	long ms = v && *v ? strtol(v, NULL, 0) : 2000;
-
-	return ms > 0 ? ms : 2000;
+	return t_env_long("FSTX_RACE_MS", 2000);
 }
 
 static double now_ms(void)
