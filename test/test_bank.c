@@ -57,7 +57,7 @@ static void acct_name(char *buf, size_t n, int i)
 /* Read a balance without any lock: may be torn; the assertion decides. */
 static int read_bal(int dfd, int i, char *buf, size_t n)
 {
-	char name[16];
+	char name[32];
 	int fd;
 	ssize_t got;
 
@@ -87,7 +87,7 @@ static void writer(const char *dir, long ntx, unsigned seed, int out)
 		int tries;
 
 		for (tries = 0; tries < 1000; tries++) {
-			char oa[32], ob[32], na[32], nb[32], pa[16], pb[16];
+			char oa[32], ob[32], na[32], nb[32], pa[32], pb[32];
 			int la = read_bal(dfd, a, oa, sizeof(oa)), lb = read_bal(dfd, b, ob, sizeof(ob));
 			long va = atol(oa), vb = atol(ob), m = amount < va ? amount : va;
 			fstx_tx *tx;
@@ -177,7 +177,7 @@ static void reader(const char *dir, const char *stop, int out)
 
 static void make_bank(const char *dir)
 {
-	char name[16], v[16];
+	char name[32], v[16];
 
 	snprintf(v, sizeof(v), "%d", START);
 	for (int i = 0; i < NACCT; i++) {
@@ -324,7 +324,7 @@ static void scaling(void **state)
 		for (int i = 0; i < w; i++)
 			if ((pid[i] = fork()) == 0) {
 				fstx_domain *d;
-				char name[16];
+				char name[32];
 
 				if (fstx_domain_open(dir, &d) < 0)
 					_exit(2);
