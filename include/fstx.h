@@ -88,6 +88,14 @@ extern "C" {
  * short write, as if FAIL_ON_LT 0 were set on each.
  */
 #define FSTX_UT_STRICT (1ULL << 16)
+/*
+ * Crash-only durability (transaction flag): all or nothing across a crash
+ * or kill -9 of the process, but no barrier is issued (0 fsyncs), so power
+ * loss or a kernel crash may leave this transaction torn.  Commit returns
+ * once the changes are in the page cache.  A later durable transaction's
+ * barriers make every earlier change durable.  Recovery keeps its barriers.
+ */
+#define FSTX_UT_NOSYNC (1ULL << 17)
 
 /* Documented limits; a vector beyond them is refused with -EINVAL. */
 #define FSTX_MAX_OPS    (1u << 20) /* 1048576 ops per transaction */

@@ -407,7 +407,7 @@ int fstx_tx_expect(fstx_tx *tx, uint64_t fail_flags, int64_t value)
 
 int fstx_tx_set_flags(fstx_tx *tx, uint64_t flags)
 {
-	if (!tx || (flags & ~(uint64_t)(FSTX_UT_STRICT | BTRFS_IOC_UT_FLAG_WEDGEONFAIL)))
+	if (!tx || (flags & ~(uint64_t)FSTX_UT_FLAGS))
 		return -EINVAL;
 	tx->flags = flags;
 	return 0;

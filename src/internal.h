@@ -22,6 +22,7 @@ struct fstx_domain {
 	int lockfd;   /* DIR/.fstx/lock, flock()ed per transaction */
 	int jfd;      /* DIR/.fstx/journal */
 	int latched;  /* -errno of a failed barrier; sticks until recovery */
+	int nosync;   /* this transaction is crash-only: skip its barriers */
 	long failed_op; /* last transaction: index of the op that failed, or -1 */
 	uint64_t txid;
 	uint64_t jend;  /* journal: end of the planned segment */
@@ -132,6 +133,10 @@ int fx_validate(const struct btrfs_ioctl_usertrans *ut, uint64_t *bad);
 int fx_validate_why(const struct btrfs_ioctl_usertrans *ut, uint64_t *bad,
 		    const char **why);
 
+
+/* Every transaction flag fstx knows. */
+#define FSTX_UT_FLAGS \
+	(FSTX_UT_STRICT | FSTX_UT_NOSYNC | BTRFS_IOC_UT_FLAG_WEDGEONFAIL)
 
 /* A compare op (FSTX_OP_ASSERT_*): evaluated before the plan, changes nothing. */
 static inline int fx_op_is_assert(uint64_t op)

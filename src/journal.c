@@ -65,6 +65,12 @@
  *     every clone's CRC once END is found, before it changes anything,
  *     then restores the range by cloning it back (or copying).
  *
+ *  9. Crash-only transactions (FSTX_UT_NOSYNC) follow every rule above in
+ *     the same order but skip barriers 1, 2 and 3.  The page cache keeps
+ *     the order of everything written while the kernel runs, so a killed
+ *     process leaves exactly what rules 2-6 describe and recovery is the
+ *     same; power loss may lose or tear any of it.
+ *
  * Power-loss model: file data not covered by a barrier may be lost or torn;
  * namespace operations are assumed to persist in order (a prefix), as the
  * journaling filesystems fstx supports (ext4, xfs, btrfs) provide.
@@ -458,7 +464,7 @@ int fx_journal_write(struct fstx_domain *d, const struct fx_step *steps,
 		r = jw_flush(&w);
 	d->jend = (uint64_t)w.off;
 	d->jseq = w.seq;
-	if (!r) {
+	if (!r && !d->nosync) {
 		r = fstx_os.fdatasync(d->jfd); /* barrier 1 (rule 2) */
 		if (r < 0)
 			d->latched = r;
@@ -489,6 +495,8 @@ int fx_journal_commit(struct fstx_domain *d)
 	n = fstx_os.pwrite(d->jfd, &c, sizeof(c), commit_off(d->jend));
 	if (n != (ssize_t)sizeof(c))
 		return n < 0 ? (int)n : -EIO;
+	if (d->nosync) /* rule 9 */
+		return 0;
 	r = fstx_os.fdatasync(d->jfd); /* barrier 3: the commit point (rule 6) */
 	if (r < 0)
 		d->latched = r;

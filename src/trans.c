@@ -146,7 +146,7 @@ int fx_validate_why(const struct btrfs_ioctl_usertrans *ut, uint64_t *bad,
 	*why = "num_ops or num_fds above the limit, NULL ops_ptr or unknown flags";
 	if (ut->num_ops > FSTX_MAX_OPS || ut->num_fds > FSTX_MAX_FDS ||
 	    (ut->num_ops && !ops) ||
-	    (ut->flags & ~(uint64_t)(BTRFS_IOC_UT_FLAG_WEDGEONFAIL | FSTX_UT_STRICT)))
+	    (ut->flags & ~(uint64_t)FSTX_UT_FLAGS))
 		return -EINVAL;
 	*why = NULL;
 	live = calloc(ut->num_fds ? ut->num_fds : 1, 1);
@@ -460,7 +460,7 @@ static long execute(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 			fstx_os.close(X.fds[k]);
 	free(X.fds);
 	ut->ops_completed = i;
-	if (ret == 0 && journaled) {
+	if (ret == 0 && journaled && !d->nosync) {
 		r = fstx_os.syncfs(d->root); /* barrier 2 */
 		if (r < 0) {
 			d->latched = r;
@@ -505,6 +505,7 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 		return d->latched;
 	if ((r = fx_lock(d)) < 0)
 		return r;
+	d->nosync = 0; /* recovery keeps its barriers */
 	if ((r = fx_is_wedged(d)) != 0) {
 		r = r > 0 ? -EROFS : r;
 		goto out;
@@ -522,6 +523,7 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 	if ((r = preflight(d, ut, &P)) < 0)
 		goto out;
 	journaled = P.nsteps || wants_undo(&P);
+	d->nosync = !!(ut->flags & FSTX_UT_NOSYNC);
 	if (journaled && (r = fx_clean_scratch(d)) < 0)
 		goto out;
 	if (journaled &&
@@ -538,6 +540,7 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 	}
 	r = execute(d, ut, &P, journaled);
 out:
+	d->nosync = 0;
 	fx_plan_free(&P);
 	fx_unlock(d);
 	return r;

@@ -496,6 +496,10 @@ static int option(struct ps *p)
 		p->t->flags |= BTRFS_IOC_UT_FLAG_WEDGEONFAIL;
 		return 0;
 	}
+	if (p->ntok == 2 && !strcmp(p->tok[1].s, "crash-only")) {
+		p->t->flags |= FSTX_UT_NOSYNC;
+		return 0;
+	}
 	if (p->ntok == 4 && !strcmp(p->tok[1].s, "reserve")) {
 		if ((r = num(p, 2, "DATA_BYTES", &a)) || (r = num(p, 3, "METADATA_OPS", &b)))
 			return r;
@@ -505,8 +509,8 @@ static int option(struct ps *p)
 		p->t->metadata_ops = (uint64_t)b;
 		return 0;
 	}
-	return perr(p, "expected 'option wedge-on-fail' or "
-		    "'option reserve DATA_BYTES METADATA_OPS'");
+	return perr(p, "expected 'option wedge-on-fail', 'option crash-only' "
+		    "or 'option reserve DATA_BYTES METADATA_OPS'");
 }
 
 static int line(struct ps *p)

@@ -4,7 +4,9 @@
  * and in another run right after it, for every k; the parent then recovers
  * and checks the whole tree is exactly the before- or the after-state (and
  * after, if the child had seen a 0 return).  Recovery itself is killed at
- * every call too, then rerun.  Finally children are killed at random times.
+ * every call too, then rerun.  The same again with each transaction in
+ * crash-only mode (option crash-only: no barriers, same promise across a
+ * kill).  Finally children are killed at random times.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -120,16 +122,20 @@ static void kill_every_call(void **state)
 	(void)state;
 	for (size_t c = 0; c < ncx; c++) {
 		char *before, *after;
-		long n = count_calls(cx[c]);
+		char *nosync = malloc(strlen(cx[c]) + 32);
 
+		assert_non_null(nosync);
+		sprintf(nosync, "option crash-only\n%s", cx[c]);
 		states(c, &before, &after);
 		t.tx++;
-		for (int m = 0; m < 2; m++) {
-			enum fo_mode mode = m ? FO_KILL_AFTER : FO_KILL_BEFORE;
+		for (int m = 0; m < 3; m++) {
+			enum fo_mode mode = m == 1 ? FO_KILL_AFTER : FO_KILL_BEFORE;
+			const char *text = m == 2 ? nosync : cx[c];
+			long n = count_calls(text);
 
 			for (long k = 1; k <= n; k++) {
 				char *d = fresh();
-				int st = child(d, cx[c], mode, k, 0);
+				int st = child(d, text, mode, k, 0);
 				int committed = WIFEXITED(st) && WEXITSTATUS(st) == 0;
 
 				t.points++;
@@ -144,6 +150,7 @@ static void kill_every_call(void **state)
 					}
 				}
 				check(d, before, after, committed,
+				      m == 2 ? "crash-only kill-before" :
 				      m ? "kill-after" : "kill-before", c, k);
 				{
 					char *now = t_snapshot(d);
@@ -159,6 +166,7 @@ static void kill_every_call(void **state)
 		}
 		free(before);
 		free(after);
+		free(nosync);
 	}
 	printf("kill: %ld tx, %ld crash points, %ld before-or-after (%ld before, "
 	       "%ld after), 0 torn; %ld kills during recovery\n", t.tx, t.points,

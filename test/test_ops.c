@@ -23,6 +23,7 @@
 
 #include "internal.h"
 #include "fstx/btrfs_usertrans.h"
+#include "faultos.h"
 #include "helpers.h"
 #include "txrun.h"
 
@@ -443,6 +444,60 @@ static void clonerange_paths(void **state)
  * naming its index, against the tree as it was before the transaction
  * (whatever its position), and a failing one changes nothing.
  */
+/*
+ * Barriers are counted, not guessed: a durable transaction issues exactly
+ * 3 (journal, syncfs, commit) whatever its size, a crash-only one none,
+ * and both leave the same tree.
+ */
+static void barriers(void **state)
+{
+	static const char *const text[] = {
+		"unlink old\n",
+		"open 0 a O_RDWR\npwrite 0 \"x\" 0\nsetxattr a user.k \"v9\"\n"
+		"rename d/c d/c2\n",
+		NULL, /* 1000 files in a new directory: 3001 ops */
+	};
+	char *big = malloc(1000 * 80 + 32), *p = big;
+
+	(void)state;
+	assert_non_null(big);
+	p += sprintf(p, "mkdir many 0755\n");
+	for (int i = 0; i < 1000; i++)
+		p += sprintf(p, "open 0 many/f%d O_WRONLY|O_CREAT\npwrite 0 \"%d\" 0\n"
+			     "close 0\n", i, i);
+	for (size_t t = 0; t < 3; t++) {
+		char *snap[2];
+
+		for (int nosync = 0; nosync < 2; nosync++) {
+			char *dir = t_mkdomain(), *src = (char *)(t == 2 ? big : text[t]);
+			char *txt = malloc(strlen(src) + 32);
+
+			assert_non_null(txt);
+			sprintf(txt, "%s%s", nosync ? "option crash-only\n" : "", src);
+			t_populate(dir);
+			assert_int_equal(tx_text(dir, "mkdir warm 0700\n", NULL), 0);
+			fo_install(FO_COUNT, 0, 0);
+			assert_int_equal(tx_text(dir, txt, NULL), 0);
+			fo_remove();
+			if (nosync) {
+				assert_int_equal(fo.barriers, 0);
+			} else {
+				assert_int_equal(fo.fdatasyncs, 2);
+				assert_int_equal(fo.syncfses, 1);
+				assert_int_equal(fo.fsyncs, 0);
+			}
+			snap[nosync] = t_snapshot(dir);
+			t_rmtree(dir);
+			free(dir);
+			free(txt);
+		}
+		assert_string_equal(snap[0], snap[1]);
+		free(snap[0]);
+		free(snap[1]);
+	}
+	free(big);
+}
+
 static void assertions(void **state)
 {
 	char *dir = t_mkdomain(), *before, *now;
@@ -531,6 +586,7 @@ int main(void)
 		cmocka_unit_test(ergonomic),
 		cmocka_unit_test(status),
 		cmocka_unit_test(assertions),
+		cmocka_unit_test(barriers),
 	};
 
 	return cmocka_run_group_tests_name("ops", tests, NULL, NULL);
