@@ -57,8 +57,13 @@ $(B)/seed_usertrans $(B)/ergonomic: $(B)/%: examples/%.c $(B)/libfstx.a
 $(B)/bench_overwrite: bench/overwrite.c $(B)/libfstx.a
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libfstx.a
 
-# Figures, not tests: workload (d) on every filesystem.
-bench: all $(B)/bench_overwrite
+# fsync, fdatasync and syncfs are interposed to count barriers, also those
+# libsqlite3 makes: -rdynamic exports them to it.
+$(B)/fstxbench: bench/fstxbench.c $(B)/libfstx.a
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -rdynamic -o $@ $< $(B)/libfstx.a -lsqlite3
+
+# Figures, not tests: every workload and method on every filesystem.
+bench: all $(B)/fstxbench
 	@bash bench/run.sh $(B)
 
 deps:

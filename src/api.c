@@ -20,6 +20,9 @@ struct fstx_tx {
 	char **strs; /* copies of paths and names, freed with the tx */
 	size_t nstrs, cstrs;
 	int nextfd, maxfd;
+	uint8_t *live;   /* live[i]: slot i opened and not yet closed */
+	int *freefds;    /* closed slots, reused by the next open (LIFO) */
+	int nfree;
 	uint64_t flags, data_bytes, metadata_ops;
 	long failed;
 	int committed;
@@ -181,6 +184,8 @@ void fstx_tx_free(fstx_tx *tx)
 		free(tx->strs[i]);
 	free(tx->strs);
 	free(tx->ops);
+	free(tx->live);
+	free(tx->freefds);
 	free(tx);
 }
 
@@ -253,17 +258,28 @@ int fstx_tx_open(fstx_tx *tx, const char *path, int flags, mode_t mode)
 {
 	int r;
 
+	int fd;
+
 	if (!tx)
 		return -EINVAL;
-	if (tx->nextfd >= FSTX_MAX_FDS)
+	if (!tx->live && (!(tx->live = calloc(FSTX_MAX_FDS, 1)) ||
+			  !(tx->freefds = malloc(FSTX_MAX_FDS * sizeof(int))))) {
+		free(tx->live);
+		tx->live = NULL;
+		return -ENOMEM;
+	}
+	if (!tx->nfree && tx->nextfd >= FSTX_MAX_FDS)
 		return -EMFILE;
 	r = add_paths(tx, BTRFS_IOC_UT_OP_OPEN, path, NULL, flags, mode);
 	if (r < 0)
 		return r;
-	tx->ops[tx->nops - 1].args[3] = tx->nextfd;
-	if (tx->nextfd + 1 > tx->maxfd)
-		tx->maxfd = tx->nextfd + 1;
-	return tx->nextfd++;
+	/* A closed slot is reused, so any number of open/close pairs fit. */
+	fd = tx->nfree ? tx->freefds[--tx->nfree] : tx->nextfd++;
+	tx->ops[tx->nops - 1].args[3] = fd;
+	tx->live[fd] = 1;
+	if (fd + 1 > tx->maxfd)
+		tx->maxfd = fd + 1;
+	return fd;
 }
 
 static int add_args(fstx_tx *tx, uint64_t opn, int64_t a0, int64_t a1,
@@ -286,7 +302,13 @@ static int add_args(fstx_tx *tx, uint64_t opn, int64_t a0, int64_t a1,
 
 int fstx_tx_close(fstx_tx *tx, int fd)
 {
-	return add_args(tx, BTRFS_IOC_UT_OP_CLOSE, fd, 0, 0, 0, 0);
+	int r = add_args(tx, BTRFS_IOC_UT_OP_CLOSE, fd, 0, 0, 0, 0);
+
+	if (r == 0 && tx->live && fd >= 0 && fd < tx->maxfd && tx->live[fd]) {
+		tx->live[fd] = 0;
+		tx->freefds[tx->nfree++] = fd;
+	}
+	return r;
 }
 
 int fstx_tx_pwrite(fstx_tx *tx, int fd, const void *buf, size_t len, off_t off)

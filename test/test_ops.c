@@ -498,6 +498,47 @@ static void barriers(void **state)
 	free(big);
 }
 
+/* Closed fd slots are reused: 10000 files one after another fit. */
+static void fd_slots(void **state)
+{
+	char *dir = t_mkdomain(), name[32];
+	fstx_domain *d;
+	fstx_tx *tx;
+	size_t len;
+	char *got;
+	int fd;
+
+	(void)state;
+	assert_int_equal(fstx_domain_open(dir, &d), 0);
+	assert_int_equal(fstx_tx_new(d, &tx), 0);
+	for (int i = 0; i < 10000; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		fd = fstx_tx_open(tx, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
+		assert_true(fd >= 0 && fd < FSTX_MAX_FDS);
+		assert_int_equal(fstx_tx_pwrite(tx, fd, name, strlen(name), 0), 0);
+		assert_int_equal(fstx_tx_close(tx, fd), 0);
+	}
+	assert_int_equal(fstx_tx_commit(tx), 0);
+	fstx_tx_free(tx);
+	got = t_read(dir, "f9999", &len);
+	assert_non_null(got);
+	assert_int_equal(len, 5);
+	assert_memory_equal(got, "f9999", 5);
+	free(got);
+	/* but no more than FSTX_MAX_FDS at once */
+	assert_int_equal(fstx_tx_new(d, &tx), 0);
+	for (int i = 0; i < FSTX_MAX_FDS; i++)
+		assert_int_equal(fstx_tx_open(tx, "f1", O_RDONLY, 0), i);
+	assert_int_equal(fstx_tx_open(tx, "f1", O_RDONLY, 0), -EMFILE);
+	assert_int_equal(fstx_tx_close(tx, 7), 0);
+	assert_int_equal(fstx_tx_open(tx, "f2", O_RDONLY, 0), 7);
+	assert_int_equal(fstx_tx_commit(tx), 0);
+	fstx_tx_free(tx);
+	fstx_domain_close(d);
+	t_rmtree(dir);
+	free(dir);
+}
+
 static void assertions(void **state)
 {
 	char *dir = t_mkdomain(), *before, *now;
@@ -587,6 +628,7 @@ int main(void)
 		cmocka_unit_test(status),
 		cmocka_unit_test(assertions),
 		cmocka_unit_test(barriers),
+		cmocka_unit_test(fd_slots),
 	};
 
 	return cmocka_run_group_tests_name("ops", tests, NULL, NULL);
