@@ -54,9 +54,6 @@ $(B)/test_%: test/test_%.c test/helpers.c test/*.h test/faultos.c $(B)/libfstx.a
 $(B)/seed_usertrans $(B)/ergonomic: $(B)/%: examples/%.c $(B)/libfstx.a
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libfstx.a
 
-$(B)/bench_overwrite: bench/overwrite.c $(B)/libfstx.a
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libfstx.a
-
 # fsync, fdatasync and syncfs are interposed to count barriers, also those
 # libsqlite3 makes: -rdynamic exports them to it.
 $(B)/fstxbench: bench/fstxbench.c $(B)/libfstx.a

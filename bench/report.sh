@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# report.sh OUT_DIR - OUT_DIR/results.tsv (fstxbench lines) to
+# OUT_DIR/README.md (tables, ratios, targets) and OUT_DIR/*.png (gnuplot).
+set -eu
+OUT=$1
+TSV=$OUT/results.tsv
+[ -s "$TSV" ] || { echo "report.sh: no results in $TSV" >&2; exit 1; }
+desc() {
+	case $1 in
+	a) echo "4 files x 4 KiB overwrite + 1 xattr each" ;;
+	b) echo "1 new 1 MiB file renamed into place + unlink of an old one" ;;
+	c) echo "100 files of 512 bytes created in a new directory" ;;
+	d) echo "64 MiB overwrite of an existing file" ;;
+	e1) echo "4 KiB overwrite + xattr of one file, 1 process" ;;
+	e8) echo "the same, 8 processes at once on disjoint files of one domain" ;;
+	f) echo "10000 files of 512 bytes in a new directory (transaction size)" ;;
+	esac
+}
+{
+	echo "# fstx benchmark results"
+	echo
+	echo "Produced by \`make bench\` (bench/run.sh, bench/fstxbench.c); raw figures in"
+	echo "results.tsv. Machine:"
+	echo
+	cat "$OUT/machine.md" 2>/dev/null || true
+	echo
+	echo "Latency is per transaction (median and 99th percentile over all rounds)."
+	echo "Barriers are fsync/fdatasync/syncfs calls per transaction, counted by"
+	echo "interposing them (SQLite's included). \"dev B/B\" is bytes written to the block"
+	echo "device per byte of payload, after a final (uncounted) syncfs; - on tmpfs."
+	echo "\"x rename\" is the rename pattern's median over this one's (above 1: faster);"
+	echo "\"/ wal\" is this median over SQLite WAL's (below 1: faster)."
+	echo
+	echo "## Targets"
+	echo
+	awk -F'\t' '
+	{ k = $1 SUBSEP $2 SUBSEP $3; med[k] = $5; tps[k] = $7
+	  bar[k] = $8 + $9 + $10; rss[k] = $12
+	  if (!seen[$1]++) fs[++nfs] = $1 }
+	function r(x, y) { return (x > 0 && y > 0) ? sprintf("%.2f", x / y) : "n/a" }
+	END {
+	  print "| fs | (a) fstx x rename (goal >= 5) | (a) fstx / sqlite-wal (goal <= 1.0) | barriers per fstx tx, max (goal <= 3) | e8/e1 fstx throughput (goal >= 4) | (a) fstx-crash / raw (goal <= 1.5) | fstx RSS MiB: c (100 files) / f (10000) |"
+	  print "|---|---|---|---|---|---|---|"
+	  for (i = 1; i <= nfs; i++) {
+	    f = fs[i]; mx = 0
+	    for (k in bar) { split(k, p, SUBSEP)
+	      if (p[1] == f && p[3] == "fstx" && bar[k] > mx) mx = bar[k] }
+	    printf "| %s | %s | %s | %.2f | %s | %s | %s / %s |\n", f,
+	      r(med[f SUBSEP "a" SUBSEP "rename"], med[f SUBSEP "a" SUBSEP "fstx"]),
+	      r(med[f SUBSEP "a" SUBSEP "fstx"], med[f SUBSEP "a" SUBSEP "sqlite-wal"]),
+	      mx,
+	      r(tps[f SUBSEP "e8" SUBSEP "fstx"], tps[f SUBSEP "e1" SUBSEP "fstx"]),
+	      r(med[f SUBSEP "a" SUBSEP "fstx-crash"], med[f SUBSEP "a" SUBSEP "raw"]),
+	      rss[f SUBSEP "c" SUBSEP "fstx"], rss[f SUBSEP "f" SUBSEP "fstx"]
+	  }
+	  print ""
+	  print "Concurrent throughput, transactions per second (e1: 1 process, e8: 8):"
+	  print ""
+	  print "| fs | method | e1 tx/s | e8 tx/s | e8/e1 |"
+	  print "|---|---|---|---|---|"
+	  split("raw-fsync rename sqlite-wal sqlite-del fstx fstx-crash", ms, " ")
+	  for (i = 1; i <= nfs; i++) for (j = 1; j <= 6; j++) {
+	    a = tps[fs[i] SUBSEP "e1" SUBSEP ms[j]]; b = tps[fs[i] SUBSEP "e8" SUBSEP ms[j]]
+	    if (a != "" && b != "") printf "| %s | %s | %s | %s | %s |\n", fs[i], ms[j], a, b, r(b, a)
+	  }
+	}' "$TSV"
+	for w in $(cut -f2 "$TSV" | awk '!s[$0]++'); do
+		echo
+		echo "## ($w) $(desc "$w")"
+		echo
+		echo "| fs | method | median ms | p99 ms | tx/s | fsync | fdatasync | syncfs | dev B/B | peak RSS MiB | x rename | / wal |"
+		echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+		awk -F'\t' -v w="$w" '
+		$2 == w { n++; L[n] = $0; if ($3 == "rename") ren[$1] = $5
+		          if ($3 == "sqlite-wal") wal[$1] = $5 }
+		END { for (i = 1; i <= n; i++) { split(L[i], c, "\t")
+		  x = ren[c[1]] ? sprintf("%.2f", ren[c[1]] / c[5]) : "-"
+		  y = wal[c[1]] ? sprintf("%.2f", c[5] / wal[c[1]]) : "-"
+		  printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		    c[1], c[3], c[5], c[6], c[7], c[8], c[9], c[10],
+		    c[11] < 0 ? "-" : c[11], c[12], x, y } }' "$TSV"
+		echo
+		echo "![($w)]($w.png)"
+	done
+} >"$OUT/README.md"
+command -v gnuplot >/dev/null || { echo "report.sh: no gnuplot; tables only" >&2; exit 0; }
+for w in $(cut -f2 "$TSV" | awk '!s[$0]++'); do
+	dat=$(mktemp)
+	# rows: methods; columns: filesystems; cells: median ms
+	awk -F'\t' -v w="$w" '
+	$2 == w { if (!sf[$1]++) fs[++nf] = $1; if (!sm[$3]++) m[++nm] = $3; v[$1, $3] = $5 }
+	END { printf "method"; for (j = 1; j <= nf; j++) printf "\t%s", fs[j]; print ""
+	      for (i = 1; i <= nm; i++) { printf "%s", m[i]
+	        for (j = 1; j <= nf; j++) printf "\t%s", ((fs[j], m[i]) in v) ? v[fs[j], m[i]] : "NaN"
+	        print "" } }' "$TSV" >"$dat"
+	ncol=$(head -1 "$dat" | awk -F'\t' '{print NF}')
+	gnuplot <<GP
+set terminal pngcairo size 1000,520 noenhanced
+set output "$OUT/$w.png"
+set title "($w) $(desc "$w"): median latency per transaction"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set logscale y
+set ylabel "ms (log scale)"
+set key top left
+set grid ytics
+set xtics rotate by -20
+plot for [i=2:$ncol] "$dat" using i:xtic(1) title columnheader(i)
+GP
+	rm -f "$dat"
+done
