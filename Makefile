@@ -71,16 +71,16 @@ EXAMPLES := $(B)/seed_usertrans $(B)/ergonomic
 # Static analysis: cppcheck over the library and the CLI, warnings are errors.
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --std=c11 \
-		-Iinclude -Isrc --suppress=missingIncludeSystem src/
+		-Iinclude -Isrc --suppress=missingIncludeSystem src/ bench/
 
 # The whole suite on every filesystem, then once more under ASan+UBSan.
-check: deps all $(TEST_BIN) $(EXAMPLES)
+check: deps all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 	@$(MAKE) --no-print-directory lint
 	@bash test/run.sh $(B)
 	@$(MAKE) --no-print-directory SAN=1 check-san
 	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=20
 
-check-san: all $(TEST_BIN) $(EXAMPLES)
+check-san: all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 FSTX_MATRIX= FSTX_PACKAGING=0 FSTX_CORPUS_FIRST=12 FSTX_LARGE_MB=64 \
 		FSTX_LABEL=asan+ubsan bash test/run.sh $(B)
 

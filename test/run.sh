@@ -72,12 +72,12 @@ run_fs() {
 	# the crash and power-loss harness covers journal.c rule 8.
 	case $name in btrfs|xfs) export FSTX_CLONE_MIN=4096 ;; *) unset FSTX_CLONE_MIN ;; esac
 	echo "=== $name ($dir)"
-	for t in ${FSTX_SUITES:-test_abi test_ops test_txtext test_rollback test_crash test_powerloss test_large test_journal test_race test_bank cli.bats confine.bats examples}; do
+	for t in ${FSTX_SUITES:-test_abi test_ops test_txtext test_rollback test_crash test_powerloss test_large test_journal test_race test_bank cli.bats confine.bats bench.bats examples}; do
 		out="$WORK/$name.$t.log"
 		if [ "$t" = examples ]; then
 			(cd "$ROOT" && FSTX_TEST_DIR=$dir bash examples/run.sh "$B") >"$out" 2>&1
 		elif [ "${t%.bats}" != "$t" ]; then
-			FSTX_TEST_DIR=$dir FSTX_BIN="$ROOT/$B/fstx" bats "$ROOT/test/$t" >"$out" 2>&1
+			FSTX_TEST_DIR=$dir FSTX_BIN="$ROOT/$B/fstx" FSTX_BENCH_BIN="$ROOT/$B/fstxbench" bats "$ROOT/test/$t" >"$out" 2>&1
 		else
 			FSTX_TEST_DIR=$dir "$ROOT/$B/$t" >"$out" 2>&1
 		fi

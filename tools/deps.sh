@@ -5,7 +5,8 @@
 set -euo pipefail
 
 pkgs=(build-essential libcmocka-dev bats attr e2fsprogs xfsprogs btrfs-progs
-      util-linux strace mandoc pkgconf clang libclang-rt-14-dev cppcheck)
+      util-linux strace mandoc pkgconf clang libclang-rt-14-dev cppcheck
+      libsqlite3-dev gnuplot-nox)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -17,7 +18,8 @@ if [ "$(id -u)" -eq 0 ]; then
 		apt-get update -qq
 		export FSTX_APT_UPDATED=1
 	fi
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		"${missing[@]}" >/dev/null
 else
 	echo "deps: missing ${missing[*]}; run:" >&2
 	echo "  sudo apt-get install -y ${missing[*]}" >&2

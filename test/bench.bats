@@ -1,0 +1,80 @@
+#!/usr/bin/env bats
+# bench.bats - the benchmark tool works and counts what it says: a tiny run
+# of fstxbench (no timing is checked, only the counted figures), then
+# report.sh on its output.
+bats_require_minimum_version 1.5.0
+
+setup() {
+	BENCH="${FSTX_BENCH_BIN:-$BATS_TEST_DIRNAME/../build/fstxbench}"
+	D="$(mktemp -d "${FSTX_TEST_DIR:-/tmp}/fstx-bench-XXXXXX")"
+}
+
+teardown() {
+	rm -rf "$D"
+}
+
+# field N of the line for workload W, method M
+field() {
+	awk -F'\t' -v w="$1" -v m="$2" -v n="$3" '$2 == w && $3 == m { print $n }' "$D/out.tsv"
+}
+
+@test "fstxbench: barriers counted per method, in libsqlite3 too" {
+	mkdir -p "$D/work"
+	"$BENCH" -s 0.05 -r 1 -w a,c -t t "$D/work" >"$D/out.tsv"
+	[ "$(wc -l <"$D/out.tsv")" -eq 14 ]
+	awk -F'\t' 'NF != 12 { exit 1 }' "$D/out.tsv"
+	# (a): 4 files, each fsynced; the rename pattern adds one directory
+	[ "$(field a raw 8)" = 0.00 ]
+	[ "$(field a raw-fsync 8)" = 4.00 ]
+	[ "$(field a rename 8)" = 5.00 ]
+	# durable fstx: 2 fdatasync + 1 syncfs, also for 100 files (c)
+	for w in a c; do
+		[ "$(field $w fstx 8)" = 0.00 ]
+		[ "$(field $w fstx 9)" = 2.00 ]
+		[ "$(field $w fstx 10)" = 1.00 ]
+		[ "$(field $w fstx-crash 9)" = 0.00 ]
+		[ "$(field $w fstx-crash 10)" = 0.00 ]
+	done
+	# (c) rename pattern: 100 files + the new directory + its parent
+	[ "$(field c rename 8)" = 102.00 ]
+	# SQLite's own syncs are seen (interposed across the shared library)
+	awk -F'\t' '$3 ~ /^sqlite/ && $8 + $9 < 1 { exit 1 }' "$D/out.tsv"
+	# nothing left behind
+	[ -z "$(ls -A "$D/work")" ]
+}
+
+@test "fstxbench: 8 concurrent writers all commit" {
+	mkdir -p "$D/work"
+	"$BENCH" -s 0.1 -r 1 -w e8 -m fstx,fstx-crash,sqlite-wal -t t "$D/work" >"$D/out.tsv"
+	[ "$(field e8 fstx 4)" -eq 80 ]
+	[ "$(field e8 fstx-crash 4)" -eq 80 ]
+	[ "$(field e8 sqlite-wal 4)" -eq 80 ]
+	[ "$(field e8 fstx 9)" = 2.00 ]
+}
+
+@test "fstxbench: usage errors" {
+	run -2 "$BENCH"
+	[[ "$output" == *"usage: fstxbench"* ]]
+	run -2 "$BENCH" -r 0 "$D"
+	run -0 "$BENCH" -h
+	[[ "$output" == *"methods:"* ]]
+}
+
+@test "report.sh: tables, targets and plots from results" {
+	mkdir -p "$D/work" "$D/res"
+	"$BENCH" -s 0.05 -r 1 -w a,e1,e8 -t fsA "$D/work" >"$D/res/results.tsv"
+	sed 's/^fsA/fsB/' "$D/res/results.tsv" >>"$D/res/results.tsv"
+	echo "- test machine" >"$D/res/machine.md"
+	run -0 bash "$BATS_TEST_DIRNAME/../bench/report.sh" "$D/res"
+	grep -q '^## Targets' "$D/res/README.md"
+	grep -q '^| fsA | ' "$D/res/README.md"
+	grep -q '^| fsB | fstx | ' "$D/res/README.md"
+	grep -q '^## (e8) ' "$D/res/README.md"
+	grep -q 'test machine' "$D/res/README.md"
+	if command -v gnuplot >/dev/null; then
+		for w in a e1 e8; do
+			[ "$(head -c 4 "$D/res/$w.png" | od -An -c | tr -d ' ')" = '211PNG' ]
+		done
+	fi
+	run -1 bash "$BATS_TEST_DIRNAME/../bench/report.sh" "$D/empty"
+}
