@@ -320,6 +320,8 @@ int fx_lstat(struct fstx_domain *d, const char *p, struct stat *st)
 
 	if (!*p)
 		return fstx_os.fstat(d->root, st);
+	if (!strchr(p, '/')) /* in the root: no parent to open */
+		return fstx_os.fstatat(d->root, p, st, AT_SYMLINK_NOFOLLOW);
 	dfd = fx_parent(d, p, &name);
 	if (dfd < 0)
 		return dfd;

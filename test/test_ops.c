@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -498,6 +499,115 @@ static void barriers(void **state)
 	free(big);
 }
 
+/* 1 if nobody holds dir's domain lock (tried from a child, LOCK_NB). */
+static int lock_free(const char *dir)
+{
+	char path[512];
+	int st;
+	pid_t p;
+
+	snprintf(path, sizeof(path), "%s/.fstx/lock", dir);
+	p = fork();
+	if (p == 0) {
+		int fd = open(path, O_RDWR);
+
+		_exit(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : 1);
+	}
+	assert_int_equal(waitpid(p, &st, 0), p);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* A domain left with a hot journal: its rollback failed (sticky EIO). */
+static char *hot_domain(char **before)
+{
+	static const char text[] = "open 0 a O_RDWR\npwrite 0 \"ALPHA\" 0\n"
+				   "unlink old\nrename d/c d/c2\nmkdir m\n";
+	char *dir;
+
+	for (long k = 1; k < 200; k++) {
+		dir = t_mkdomain();
+		t_populate(dir);
+		assert_int_equal(tx_text(dir, "mkdir warm\n", NULL), 0);
+		*before = t_snapshot(dir);
+		fo_install(FO_FAIL, k, EIO);
+		fo.sticky = 1;
+		tx_text(dir, text, NULL);
+		fo_remove();
+		if (!journal_empty(dir))
+			return dir;
+		free(*before);
+		t_rmtree(dir);
+		free(dir);
+	}
+	fail_msg("no hot journal");
+	return NULL;
+}
+
+/*
+ * fstx_read_begin's error paths: an EIO at each OS call it makes (taking
+ * the lock, reading the wedge mark and journal, rolling back the hot
+ * journal) returns -EIO or succeeds, never leaves the lock held, and the
+ * next recovery still restores the state before the torn transaction.
+ */
+static void read_begin_faults(void **state)
+{
+	long k, fails = 0, oks = 0;
+	fstx_domain *d;
+	char *dir, *before, *now;
+	int r;
+
+	(void)state;
+	for (k = 1;; k++) {
+		long calls;
+
+		dir = hot_domain(&before);
+		assert_int_equal(fstx_domain_open(dir, &d), 0);
+		fo_install(FO_FAIL, k, EIO);
+		r = fstx_read_begin(d);
+		calls = fo.calls;
+		fo_remove();
+		if (r == 0) {
+			assert_false(lock_free(dir));
+			fstx_read_end(d);
+			oks++;
+		} else {
+			assert_int_equal(r, -EIO);
+			fails++;
+		}
+		assert_true(lock_free(dir));
+		fstx_domain_close(d);
+		assert_true(domain_recover(dir) >= 0);
+		now = t_snapshot(dir);
+		assert_string_equal(now, before);
+		free(now);
+		free(before);
+		t_rmtree(dir);
+		free(dir);
+		if (calls < k) /* the fault was past the last call: done */
+			break;
+	}
+	assert_true(fails > 10);
+	/* wedged: refused, lock released */
+	dir = t_mkdomain();
+	assert_int_equal(fstx_domain_open(dir, &d), 0);
+	{
+		char w[512];
+		int fd;
+
+		snprintf(w, sizeof(w), "%s/.fstx/wedged", dir);
+		fd = open(w, O_WRONLY | O_CREAT, 0600);
+		assert_true(fd >= 0);
+		close(fd);
+	}
+	assert_int_equal(fstx_read_begin(d), -EROFS);
+	assert_true(lock_free(dir));
+	fstx_domain_close(d);
+	t_rmtree(dir);
+	free(dir);
+	printf("read_begin: %ld fault points, %ld -EIO, %ld consistent reads\n",
+	       k, fails, oks);
+}
+
 /* Closed fd slots are reused: 10000 files one after another fit. */
 static void fd_slots(void **state)
 {
@@ -629,6 +739,7 @@ int main(void)
 		cmocka_unit_test(assertions),
 		cmocka_unit_test(barriers),
 		cmocka_unit_test(fd_slots),
+		cmocka_unit_test(read_begin_faults),
 	};
 
 	return cmocka_run_group_tests_name("ops", tests, NULL, NULL);
