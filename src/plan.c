@@ -134,11 +134,61 @@ static int real_lookup(struct plan *P, const char *ip, struct node *out)
 
 /* ---- the overlay ----------------------------------------------------- */
 
+/*
+ * Paths are unique in ents; a hash index keeps find() O(1), so planning a
+ * transaction of n ops is not O(n^2).  Removals and renames of whole
+ * subtrees (drop_under, move_under) are O(n) anyway and rebuild it.
+ */
+static size_t path_hash(const char *p, size_t len)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+	return (size_t)(h ^ (h >> 29));
+}
+
+static void index_put(struct plan *P, size_t i)
+{
+	size_t m = P->hcap - 1, h = path_hash(P->ents[i].path, strlen(P->ents[i].path)) & m;
+
+	while (P->hidx[h])
+		h = (h + 1) & m;
+	P->hidx[h] = i + 1;
+}
+
+static int index_rebuild(struct plan *P, size_t need)
+{
+	size_t cap = 64;
+
+	while (cap < 2 * need)
+		cap *= 2;
+	if (cap != P->hcap) {
+		size_t *n = realloc(P->hidx, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		P->hidx = n;
+		P->hcap = cap;
+	}
+	memset(P->hidx, 0, P->hcap * sizeof(*P->hidx));
+	for (size_t i = 0; i < P->nents; i++)
+		index_put(P, i);
+	return 0;
+}
+
 static struct ent *find(struct plan *P, const char *p, size_t len)
 {
-	for (size_t i = P->nents; i-- > 0;)
-		if (!strncmp(P->ents[i].path, p, len) && !P->ents[i].path[len])
-			return &P->ents[i];
+	size_t m = P->hcap - 1, h;
+
+	if (!P->hcap)
+		return NULL;
+	for (h = path_hash(p, len) & m; P->hidx[h]; h = (h + 1) & m) {
+		struct ent *e = &P->ents[P->hidx[h] - 1];
+
+		if (!strncmp(e->path, p, len) && !e->path[len])
+			return e;
+	}
 	return NULL;
 }
 
@@ -183,12 +233,14 @@ static int set_ent(struct plan *P, const char *p, struct node *n)
 	r = grow((void **)&P->ents, &P->cents, P->nents + 1, sizeof(*P->ents));
 	if (r < 0)
 		return r;
+	if (2 * (P->nents + 1) > P->hcap && (r = index_rebuild(P, P->nents + 1)) < 0)
+		return r;
 	e = &P->ents[P->nents];
 	e->path = strdup(p);
 	if (!e->path)
 		return -ENOMEM;
 	e->n = *n;
-	P->nents++;
+	index_put(P, P->nents++);
 	return 0;
 }
 
@@ -212,6 +264,10 @@ static void drop_under(struct plan *P, const char *dir)
 		}
 	}
 	P->nents = j;
+	if (P->hcap) /* same or smaller size: no allocation, cannot fail */
+		memset(P->hidx, 0, P->hcap * sizeof(*P->hidx));
+	for (size_t i = 0; P->hcap && i < P->nents; i++)
+		index_put(P, i);
 }
 
 /* Entries beneath from/ now live beneath to/. */
@@ -229,7 +285,7 @@ static int move_under(struct plan *P, const char *from, const char *to)
 		free(P->ents[i].path);
 		P->ents[i].path = np;
 	}
-	return 0;
+	return index_rebuild(P, P->nents);
 }
 
 struct empty_scan { struct plan *P; const char *dir; };
@@ -1138,6 +1194,7 @@ void fx_plan_free(struct plan *P)
 			free(P->pops[i].cpath2);
 		}
 	free(P->ents);
+	free(P->hidx);
 	free(P->steps);
 	free(P->caps);
 	free(P->pops);

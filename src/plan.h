@@ -41,6 +41,8 @@ struct plan {
 	size_t nops;
 	struct ent *ents;
 	size_t nents, cents;
+	size_t *hidx;      /* open-addressing index of ents by path: i + 1, 0 free */
+	size_t hcap;       /* a power of two, at least 2 * nents; 0: none yet */
 	struct fx_step *steps;
 	size_t nsteps, csteps;
 	struct fx_capture *caps;
