@@ -256,9 +256,7 @@ static int add_paths(fstx_tx *tx, uint64_t opn, const char *p0, const char *p1,
 
 int fstx_tx_open(fstx_tx *tx, const char *path, int flags, mode_t mode)
 {
-	int r;
-
-	int fd;
+	int r, fd;
 
 	if (!tx)
 		return -EINVAL;

@@ -38,6 +38,7 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 
 	d->root = d->meta = d->lockfd = d->jfd = -1;
 	d->latched = 0;
+	d->nosync = 0;
 	d->txid = 0;
 	d->failed_op = -1;
 	d->mark = -1;

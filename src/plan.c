@@ -157,6 +157,14 @@ static void index_put(struct plan *P, size_t i)
 	P->hidx[h] = i + 1;
 }
 
+/* Index every entry again (after entries moved or were removed). */
+static void index_refill(struct plan *P)
+{
+	memset(P->hidx, 0, P->hcap * sizeof(*P->hidx));
+	for (size_t i = 0; i < P->nents; i++)
+		index_put(P, i);
+}
+
 static int index_rebuild(struct plan *P, size_t need)
 {
 	size_t cap = 64;
@@ -171,9 +179,7 @@ static int index_rebuild(struct plan *P, size_t need)
 		P->hidx = n;
 		P->hcap = cap;
 	}
-	memset(P->hidx, 0, P->hcap * sizeof(*P->hidx));
-	for (size_t i = 0; i < P->nents; i++)
-		index_put(P, i);
+	index_refill(P);
 	return 0;
 }
 
@@ -264,10 +270,8 @@ static void drop_under(struct plan *P, const char *dir)
 		}
 	}
 	P->nents = j;
-	if (P->hcap) /* same or smaller size: no allocation, cannot fail */
-		memset(P->hidx, 0, P->hcap * sizeof(*P->hidx));
-	for (size_t i = 0; P->hcap && i < P->nents; i++)
-		index_put(P, i);
+	if (P->hcap) /* fewer entries: the index keeps its size */
+		index_refill(P);
 }
 
 /* Entries beneath from/ now live beneath to/. */

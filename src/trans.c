@@ -505,7 +505,6 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 		return d->latched;
 	if ((r = fx_lock(d)) < 0)
 		return r;
-	d->nosync = 0; /* recovery keeps its barriers */
 	if ((r = fx_is_wedged(d)) != 0) {
 		r = r > 0 ? -EROFS : r;
 		goto out;
@@ -540,7 +539,7 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 	}
 	r = execute(d, ut, &P, journaled);
 out:
-	d->nosync = 0;
+	d->nosync = 0; /* only this transaction; recovery keeps its barriers */
 	fx_plan_free(&P);
 	fx_unlock(d);
 	return r;
