@@ -13,7 +13,7 @@ ALL_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -fPIC $(CFLAGS)
 B := build$(if $(SAN),-san)
 
 LIB_SRC := src/os.c src/crc32c.c src/domain.c src/journal.c src/plan.c \
-	   src/trans.c src/api.c src/txtext.c src/fsfacts.c
+	   src/trans.c src/api.c src/txtext.c src/fsfacts.c src/wal.c
 LIB_OBJ := $(LIB_SRC:src/%.c=$(B)/%.o)
 SOVER := 0
 VERSION := $(shell sed -n 's/^\#define FSTX_VERSION_STRING "\(.*\)"/\1/p' include/fstx.h)

@@ -96,6 +96,22 @@ extern "C" {
  * barriers make every earlier change durable.  Recovery keeps its barriers.
  */
 #define FSTX_UT_NOSYNC (1ULL << 17)
+/*
+ * Write-ahead durability (transaction flag).  A transaction that only
+ * overwrites existing files in place (open without O_CREAT-ing, O_TRUNC or
+ * O_APPEND; pwrite; truncate; setxattr of a user.* xattr of at most 1 KiB
+ * with flags 0; compare ops) and whose every op is predicted to succeed is
+ * committed by one record in DIR/.fstx/wal and one fdatasync of it (the
+ * commit point), then applied in place; a later checkpoint (syncfs) makes
+ * the changes durable in place and empties the log.  Any other transaction
+ * with this flag runs the usual undo way.  Same promises as a durable
+ * transaction, with one difference: should an in-place change fail after
+ * the commit point (EIO, ENOSPC), commit returns that -errno, the handle
+ * latches it, and the transaction stays committed: the next transaction
+ * of any process, or fstx_recover(), applies it again from the log.
+ * With FSTX_UT_NOSYNC too: no barrier at all (crash-only).
+ */
+#define FSTX_UT_WAL (1ULL << 18)
 
 /* Documented limits; a vector beyond them is refused with -EINVAL. */
 #define FSTX_MAX_OPS    (1u << 20) /* 1048576 ops per transaction */

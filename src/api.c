@@ -76,6 +76,11 @@ int fstx_recover(fstx_domain *d)
 		return r;
 	w = fx_is_wedged(d);
 	r = fx_recover_locked(d);
+	if (r >= 0) { /* then the log: replayed and checkpointed */
+		int rw = fx_wal_recover(d), c = rw < 0 ? rw : fx_wal_checkpoint(d);
+
+		r = c < 0 ? c : r || rw;
+	}
 	if (r == 0)
 		r = fx_clean_scratch(d); /* garbage of a committed transaction */
 	if (r >= 0 && w > 0) {
@@ -107,6 +112,8 @@ int fstx_read_begin(fstx_domain *d)
 		wedged = fx_is_wedged(d);
 		r = wedged ? wedged : fx_journal_hot(d);
 		if (r == 0)
+			r = fx_wal_pending(d); /* a writer died applying it */
+		if (r == 0)
 			return 0; /* hold it */
 		fx_unlock(d);
 		if (r < 0)
@@ -116,6 +123,8 @@ int fstx_read_begin(fstx_domain *d)
 		if ((r = fx_lock(d)) < 0)
 			return r;
 		r = fx_recover_locked(d);
+		if (r >= 0)
+			r = fx_wal_recover(d);
 		fx_unlock(d);
 		if (r < 0)
 			return r;

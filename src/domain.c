@@ -36,7 +36,8 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 {
 	int created = 0, r, fd;
 
-	d->root = d->meta = d->lockfd = d->jfd = -1;
+	d->root = d->meta = d->lockfd = d->jfd = d->wal = -1;
+	d->wal_end = d->wal_salt = 0;
 	d->latched = 0;
 	d->nosync = 0;
 	d->txid = 0;
@@ -87,7 +88,7 @@ fail:
 
 void fx_domain_fini(struct fstx_domain *d)
 {
-	int *fds[] = { &d->jfd, &d->lockfd, &d->meta, &d->root };
+	int *fds[] = { &d->wal, &d->jfd, &d->lockfd, &d->meta, &d->root };
 
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
 		if (*fds[i] >= 0)

@@ -28,6 +28,9 @@ struct fstx_domain {
 	uint64_t jend;  /* journal: end of the planned segment */
 	uint32_t jseq;  /* journal: sequence number after END */
 	long mark;      /* progress mark step number, -1: none */
+	int wal;        /* DIR/.fstx/wal (wal.c), opened when first needed; -1 */
+	uint64_t wal_end;  /* wal: append point, read under the lock; 0: no log */
+	uint64_t wal_salt; /* wal: salt of the current header */
 	struct fx_fsfacts {  /* fsfacts.c: detected once per handle */
 		long magic;          /* statfs f_type */
 		uint32_t block_size; /* a power of two >= 512 */
@@ -126,6 +129,18 @@ int fx_move(struct fstx_domain *d, const char *src, const char *dst);
 /* Before-image ranges this long are cloned where reflink works. */
 extern uint64_t fx_clone_min;
 
+/* ---- wal.c: the write-ahead log of data-only transactions ---- */
+/* Replay records not yet applied in place (rule W5); 1 replayed, 0 none. */
+int fx_wal_recover(struct fstx_domain *d);
+/* 1 if fx_wal_recover would replay something, 0 if not, -errno. */
+int fx_wal_pending(struct fstx_domain *d);
+/* Make applied records durable and empty the log (rule W6); 1 done, 0 empty. */
+int fx_wal_checkpoint(struct fstx_domain *d);
+/* Bytes of records the log holds (0 after a checkpoint). */
+uint64_t fx_wal_bytes(struct fstx_domain *d);
+/* The log is checkpointed once its records pass this many bytes. */
+extern uint64_t fx_wal_max;
+
 /* ---- trans.c ---- */
 struct btrfs_ioctl_usertrans;
 long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut);
@@ -136,7 +151,8 @@ int fx_validate_why(const struct btrfs_ioctl_usertrans *ut, uint64_t *bad,
 
 /* Every transaction flag fstx knows. */
 #define FSTX_UT_FLAGS \
-	(FSTX_UT_STRICT | FSTX_UT_NOSYNC | BTRFS_IOC_UT_FLAG_WEDGEONFAIL)
+	(FSTX_UT_STRICT | FSTX_UT_NOSYNC | FSTX_UT_WAL | \
+	 BTRFS_IOC_UT_FLAG_WEDGEONFAIL)
 
 /* A compare op (FSTX_OP_ASSERT_*): evaluated before the plan, changes nothing. */
 static inline int fx_op_is_assert(uint64_t op)

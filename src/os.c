@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #define RET(expr)                                                           \
@@ -148,6 +149,28 @@ static ssize_t os_getdents(int fd, void *buf, size_t len)
 
 static int os_dup(int fd) { RET(fcntl(fd, F_DUPFD_CLOEXEC, 0)); }
 
+/* Read once per process: it cannot change while the process lives. */
+static int os_boot_id(char id[37])
+{
+	static char cached[37];
+	int fd, n;
+
+	if (!cached[0]) {
+		fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		n = (int)read(fd, cached, 36);
+		close(fd);
+		if (n != 36) {
+			cached[0] = 0;
+			return -EIO;
+		}
+		cached[36] = 0;
+	}
+	memcpy(id, cached, 37);
+	return 0;
+}
+
 /* The libc table; fstx_os starts as a copy of it (a macro: C has no
  * constant struct copies in initializers). */
 #define OS_LIBC { \
@@ -178,6 +201,7 @@ static int os_dup(int fd) { RET(fcntl(fd, F_DUPFD_CLOEXEC, 0)); }
 	.flock = os_flock, \
 	.getdents = os_getdents, \
 	.dup = os_dup, \
+	.boot_id = os_boot_id, \
 }
 
 const struct fstx_os fstx_os_libc = OS_LIBC;

@@ -52,6 +52,9 @@ struct fstx_os {
 	int (*flock)(int fd, int op);
 	ssize_t (*getdents)(int fd, void *buf, size_t len);
 	int (*dup)(int fd);
+	/* This boot's id (/proc/sys/kernel/random/boot_id, 36 chars + NUL):
+	 * the page cache is the truth only within one boot (wal.c W5). */
+	int (*boot_id)(char id[37]);
 };
 
 /* The live table; tests may replace entries (see test/faultos.c). */

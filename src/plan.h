@@ -55,6 +55,13 @@ struct plan {
 };
 
 int fx_plan_build(struct plan *P);
+/*
+ * wal.c: commit an eligible transaction through the log (rules W1-W4);
+ * res holds every op's predicted result.  0 committed, 1 declined (nothing
+ * written: take the undo way), or -errno.
+ */
+long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
+		   const struct plan *P, const int64_t *res);
 void fx_plan_free(struct plan *P);
 
 #endif

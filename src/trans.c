@@ -392,6 +392,70 @@ static int op_fails(const struct btrfs_ioctl_usertrans_op *op, uint64_t utflags,
 	return ret < 0 || (op->op == BTRFS_IOC_UT_OP_PWRITE && ret < op->args[2]);
 }
 
+/*
+ * Rule W1 of wal.c: may this transaction go through the log?  Fills res
+ * with every op's result, all predicted to succeed.
+ */
+#define WAL_MAX_OFF (1ULL << 40) /* below every supported filesystem's limit */
+#define WAL_MAX_XATTR 1024
+
+static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertrans *ut,
+			const struct plan *P, int64_t *res)
+{
+	const struct btrfs_ioctl_usertrans_op *ops = P->ops;
+	uint8_t *wr = calloc(ut->num_fds ? ut->num_fds : 1, 1);
+	int ok = 0;
+	size_t i;
+
+	if (!wr || P->nsteps)
+		goto out;
+	for (i = 0; i < P->nops; i++) {
+		const struct btrfs_ioctl_usertrans_op *op = &ops[i];
+		const __s64 *a = op->args;
+
+		if (P->pops[i].pred < 0)
+			goto out;
+		res[i] = 0;
+		switch (op->op) {
+		case BTRFS_IOC_UT_OP_OPEN:
+			if (P->pops[i].create || !P->pops[i].check_ino ||
+			    (a[1] & (O_TRUNC | O_APPEND)))
+				goto out;
+			wr[a[3]] = (a[1] & O_ACCMODE) != O_RDONLY;
+			res[i] = a[3];
+			break;
+		case BTRFS_IOC_UT_OP_PWRITE:
+			if (!wr[a[0]] || (uint64_t)a[3] + (uint64_t)a[2] > WAL_MAX_OFF)
+				goto out;
+			res[i] = a[2];
+			break;
+		case BTRFS_IOC_UT_OP_TRUNCATE:
+			if ((uint64_t)a[1] > WAL_MAX_OFF)
+				goto out;
+			break;
+		case BTRFS_IOC_UT_OP_SETXATTR:
+			if (a[4] || strncmp(ARGP(op, 1), "user.", 5) ||
+			    strlen(ARGP(op, 1)) > 255 || a[3] > WAL_MAX_XATTR)
+				goto out;
+			if (fx_fs_probe(d) < 0 || !d->fs.xattr_user)
+				goto out;
+			break;
+		case BTRFS_IOC_UT_OP_CLOSE:
+			wr[a[0]] = 0;
+			break;
+		default:
+			if (!fx_op_is_assert(op->op))
+				goto out;
+		}
+		if (op_fails(op, ut->flags, res[i], op->rval))
+			goto out;
+	}
+	ok = 1;
+out:
+	free(wr);
+	return ok;
+}
+
 static int preflight(struct fstx_domain *d, const struct btrfs_ioctl_usertrans *ut,
 		     const struct plan *P)
 {
@@ -485,6 +549,21 @@ static long execute(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	return 0;
 }
 
+/* 1: not for the log; else the result of the log's commit. */
+static long wal_path(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
+		     const struct plan *P)
+{
+	int64_t *res = malloc((P->nops ? P->nops : 1) * sizeof(*res));
+	long r = 1;
+
+	if (!res)
+		return -ENOMEM;
+	if (wal_eligible(d, ut, P, res))
+		r = fx_wal_commit(d, ut, P, res);
+	free(res);
+	return r;
+}
+
 long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 {
 	struct plan P = { .d = d, .ops = (void *)(intptr_t)ut->ops_ptr,
@@ -509,7 +588,7 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 		r = r > 0 ? -EROFS : r;
 		goto out;
 	}
-	if ((r = fx_recover_locked(d)) < 0)
+	if ((r = fx_recover_locked(d)) < 0 || (r = fx_wal_recover(d)) < 0)
 		goto out;
 	if ((r = fx_plan_build(&P)) < 0) {
 		d->failed_op = P.failed_op;
@@ -521,8 +600,13 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 	}
 	if ((r = preflight(d, ut, &P)) < 0)
 		goto out;
-	journaled = P.nsteps || wants_undo(&P);
 	d->nosync = !!(ut->flags & FSTX_UT_NOSYNC);
+	if ((ut->flags & FSTX_UT_WAL) && (r = wal_path(d, ut, &P)) != 1)
+		goto out;
+	journaled = P.nsteps || wants_undo(&P);
+	/* the undo way must never be replayed over (wal.c W6) */
+	if (journaled && (r = fx_wal_checkpoint(d)) < 0)
+		goto out;
 	if (journaled && (r = fx_clean_scratch(d)) < 0)
 		goto out;
 	if (journaled &&

@@ -500,6 +500,10 @@ static int option(struct ps *p)
 		p->t->flags |= FSTX_UT_NOSYNC;
 		return 0;
 	}
+	if (p->ntok == 2 && !strcmp(p->tok[1].s, "wal")) {
+		p->t->flags |= FSTX_UT_WAL;
+		return 0;
+	}
 	if (p->ntok == 4 && !strcmp(p->tok[1].s, "reserve")) {
 		if ((r = num(p, 2, "DATA_BYTES", &a)) || (r = num(p, 3, "METADATA_OPS", &b)))
 			return r;
@@ -509,7 +513,7 @@ static int option(struct ps *p)
 		p->t->metadata_ops = (uint64_t)b;
 		return 0;
 	}
-	return perr(p, "expected 'option wedge-on-fail', 'option crash-only' "
+	return perr(p, "expected 'option wedge-on-fail', 'option crash-only', 'option wal' "
 		    "or 'option reserve DATA_BYTES METADATA_OPS'");
 }
 

@@ -69,6 +69,7 @@ W(copy_file_range, ssize_t, (int a, off_t *b, int c, off_t *d, size_t e), (a, b,
 W(flock, int, (int fd, int op), (fd, op))
 W(getdents, ssize_t, (int fd, void *b, size_t l), (fd, b, l))
 W(dup, int, (int fd), (fd))
+W(boot_id, int, (char id[37]), (id))
 
 /* close(2) releases the fd even when it reports an error. */
 static int w_close(int fd)
@@ -93,7 +94,7 @@ void fo_install(enum fo_mode mode, long at, int err)
 	S(renameat2); S(unlinkat); S(mkdirat); S(symlinkat); S(linkat);
 	S(readlinkat); S(fgetxattr); S(fsetxattr); S(fremovexattr);
 	S(flistxattr); S(ficlonerange); S(copy_file_range); S(flock);
-	S(getdents); S(dup);
+	S(getdents); S(dup); S(boot_id);
 #undef S
 }
 

@@ -1,0 +1,766 @@
+/*
+ * wal.c - the write-ahead (redo) log of data-only transactions,
+ * DIR/.fstx/wal (FSTX_UT_WAL).
+ *
+ * Rules.  Each is relied on by recovery; a change to one is a format change.
+ *
+ *  W1. A transaction takes this path only when trans.c finds it eligible:
+ *      no name step, every op predicted to succeed (no FAIL_ON fires), and
+ *      its changes are pwrites at fixed offsets into existing regular files,
+ *      truncates of them, and setxattr (flags 0) of small user.* xattrs.
+ *      Each such change is a "set": the bytes, the size or the xattr value
+ *      it leaves do not depend on what was there before.
+ *  W2. Layout: sector 0 holds the header (magic "FSTXWAL1", version, salt,
+ *      CRC-32C); bytes 512..575 the hint (W4); records start at byte 1024.
+ *      A record is a 32-byte header (magic "FXW1", entry count, payload
+ *      length, the header's salt, CRC-32C over the header with crc 0 and
+ *      the payload), then its entries, each 8-byte aligned: a 40-byte entry
+ *      header (kind, path length, inode number, two arguments, name length),
+ *      the canonical path, the xattr name, the data.  The log is the run of
+ *      valid records from byte 1024 up to the first invalid one; a record
+ *      with another salt is invalid.
+ *  W3. Commit: the record is written whole at the append point, then
+ *      fdatasync(wal): the one barrier of the transaction and its commit
+ *      point.  Nothing changes in place before that barrier returns, so
+ *      power loss never finds an in-place change without its record.  If
+ *      the record cannot be written or the barrier fails, the log is cut
+ *      back to the append point and nothing changes in place; a failed
+ *      barrier latches the handle.  A complete record counts as committed
+ *      (a process killed after writing it has told nobody otherwise).
+ *  W4. Then the changes are applied in place in op order, and the hint is
+ *      written (no barrier): "every record below END was applied in place
+ *      during boot BOOT".  Should an in-place change fail, the transaction
+ *      stays committed: the handle latches the error and recovery applies
+ *      the record again.
+ *  W5. Recovery, under the lock, before every transaction, reader and
+ *      fstx_recover(): replay the records from the hint's END when the hint
+ *      is valid and names this boot (the page cache then holds everything
+ *      applied before END), else from byte 1024 (after power loss applied
+ *      changes may be lost).  Replay is idempotent: a set applied twice, or
+ *      over a partly applied or partly lost state, leaves the state after
+ *      it, and replaying the records in order leaves the state after the
+ *      last.  An entry names its file by canonical path (opened beneath the
+ *      domain, no symlinks) and inode number; another inode there is
+ *      -ESTALE, and a malformed entry in a record whose CRC holds -EUCLEAN:
+ *      recovery stops before changing anything of that entry.  Then the
+ *      log is cut after the last valid record and the hint rewritten.
+ *  W6. Checkpoint (the log holds more than fx_wal_max bytes of records; or
+ *      before a transaction that takes the undo way of journal.c, which
+ *      must not be replayed over; or fstx_recover()): syncfs (every applied
+ *      change durable in place), then a new header with a new salt and a
+ *      hint with END 1024 in one write, ftruncate to 1024, fdatasync(wal).
+ *      Records left by a lost truncate carry the old salt; a torn header
+ *      empties the log; either way their changes were durable already.
+ *      The first header of a new log is written the same way, and the
+ *      directory .fstx/ is fsynced once so the log's name is durable.
+ *  W7. Crash-only transactions (FSTX_UT_NOSYNC) skip the barrier of W3.
+ *      Checkpoints keep theirs: they discard records of durable
+ *      transactions.
+ *
+ * The undo journal and this log are never both live: a transaction of the
+ * undo way checkpoints the log first, and the log is only appended to
+ * after the undo journal has been recovered.
+ */
+#define _GNU_SOURCE
+#include "plan.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#define W_FILE_MAGIC "FSTXWAL1"
+#define W_REC_MAGIC 0x31575846u /* "FXW1" little-endian */
+#define W_VERSION 1
+#define W_HINT 512
+#define W_START 1024
+#define W_CHUNK (1u << 20)
+#define W_BUF (64u << 10)
+#define W_NAME_MAX 255
+
+#define ARGP(op, i) ((const char *)(intptr_t)(op)->args[i])
+
+enum { W_PWRITE = 1, W_TRUNC = 2, W_SETX = 3 };
+
+struct wfile {
+	char magic[8];
+	uint32_t version, rsv;
+	uint64_t salt;
+	uint32_t crc, pad;
+};
+
+struct whint {
+	uint64_t salt, end;
+	char boot[40];
+	uint32_t crc, pad;
+};
+
+struct wrec {
+	uint32_t magic, nent;
+	uint64_t len, salt;
+	uint32_t crc, rsv;
+};
+
+struct went {
+	uint32_t kind, plen;
+	uint64_t ino, a, b;
+	uint32_t nlen, rsv;
+};
+
+_Static_assert(sizeof(struct wfile) == 32, "wal header");
+_Static_assert(sizeof(struct whint) == 64, "wal hint");
+_Static_assert(sizeof(struct wrec) == 32, "wal record header");
+_Static_assert(sizeof(struct went) == 40, "wal entry header");
+
+uint64_t fx_wal_max = 4u << 20;
+
+static uint64_t pad8(uint64_t n)
+{
+	return (n + 7) & ~(uint64_t)7;
+}
+
+static int write_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const unsigned char *p = buf;
+
+	while (len) {
+		ssize_t n = fstx_os.pwrite(fd, p, len, (off_t)off);
+
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			return -EIO;
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int read_all(int fd, void *buf, size_t len, uint64_t off)
+{
+	unsigned char *p = buf;
+
+	while (len) {
+		ssize_t n = fstx_os.pread(fd, p, len, (off_t)off);
+
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			return -ENODATA; /* the file ends first */
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* 1 open, 0 there is no log (create 0), -errno. */
+static int wal_open(struct fstx_domain *d, int create, int *created)
+{
+	int fd;
+
+	if (d->wal >= 0)
+		return 1;
+	fd = fstx_os.openat2(d->meta, "wal", O_RDWR, 0, FX_RESOLVE);
+	if (fd == -ENOENT && create) {
+		fd = fstx_os.openat2(d->meta, "wal", O_RDWR | O_CREAT | O_EXCL,
+				     0600, FX_RESOLVE);
+		if (fd >= 0 && created)
+			*created = 1;
+	}
+	if (fd == -ENOENT && !create)
+		return 0;
+	if (fd < 0)
+		return fd;
+	d->wal = fd;
+	return 1;
+}
+
+static void hint_fill(struct whint *h, uint64_t salt, uint64_t end,
+		      const char *boot)
+{
+	memset(h, 0, sizeof(*h));
+	h->salt = salt;
+	h->end = end;
+	memcpy(h->boot, boot, 37);
+	h->crc = fx_crc32c(0, h, sizeof(*h));
+}
+
+static int hint_write(struct fstx_domain *d, uint64_t end)
+{
+	struct whint h;
+	char boot[37];
+	int r = fstx_os.boot_id(boot);
+
+	if (r < 0)
+		return r;
+	hint_fill(&h, d->wal_salt, end, boot);
+	return write_all(d->wal, &h, sizeof(h), W_HINT);
+}
+
+/* A new, empty log with a new salt (W6); barriers always. */
+static int wal_reset(struct fstx_domain *d, int created)
+{
+	unsigned char b[W_START];
+	struct wfile f = { .magic = W_FILE_MAGIC, .version = W_VERSION };
+	struct whint h;
+	char boot[37];
+	int r;
+
+	if ((r = fstx_os.boot_id(boot)) < 0)
+		return r;
+	do {
+		if (getrandom(&f.salt, sizeof(f.salt), 0) != sizeof(f.salt))
+			return -EIO;
+	} while (!f.salt || f.salt == d->wal_salt);
+	f.crc = fx_crc32c(0, &f, sizeof(f));
+	hint_fill(&h, f.salt, W_START, boot);
+	memset(b, 0, sizeof(b));
+	memcpy(b, &f, sizeof(f));
+	memcpy(b + W_HINT, &h, sizeof(h));
+	if ((r = write_all(d->wal, b, sizeof(b), 0)) < 0 ||
+	    (r = fstx_os.ftruncate(d->wal, W_START)) < 0)
+		return r;
+	if ((r = fstx_os.fdatasync(d->wal)) < 0 ||
+	    (created && (r = fstx_os.fsync(d->meta)) < 0)) {
+		d->latched = r;
+		return r;
+	}
+	d->wal_salt = f.salt;
+	d->wal_end = W_START;
+	return 0;
+}
+
+/*
+ * Read header and hint.  Sets d->wal_salt (0: no valid header, the log is
+ * empty) and *from, where replay starts (W5).  1 if a log file exists, 0
+ * if none, -errno; -EUCLEAN for a header of a future version.
+ */
+static int wal_load(struct fstx_domain *d, uint64_t *from)
+{
+	unsigned char b[W_START];
+	struct wfile f;
+	struct whint h;
+	char boot[37];
+	uint32_t crc;
+	int r = wal_open(d, 0, NULL);
+
+	d->wal_salt = 0;
+	d->wal_end = 0;
+	*from = W_START;
+	if (r <= 0)
+		return r;
+	if ((r = read_all(d->wal, b, sizeof(b), 0)) == -ENODATA)
+		return 1; /* never completed: no record can be committed */
+	if (r < 0)
+		return r;
+	memcpy(&f, b, sizeof(f));
+	crc = f.crc;
+	f.crc = 0;
+	if (memcmp(f.magic, W_FILE_MAGIC, 8) || fx_crc32c(0, &f, sizeof(f)) != crc ||
+	    !f.salt)
+		return 1; /* torn by power loss during a checkpoint: empty */
+	if (f.version != W_VERSION)
+		return -EUCLEAN;
+	d->wal_salt = f.salt;
+	memcpy(&h, b + W_HINT, sizeof(h));
+	crc = h.crc;
+	h.crc = 0;
+	if ((r = fstx_os.boot_id(boot)) < 0)
+		return r;
+	if (fx_crc32c(0, &h, sizeof(h)) == crc && h.salt == f.salt &&
+	    h.end >= W_START && !memcmp(h.boot, boot, 37))
+		*from = h.end;
+	return 1;
+}
+
+/* Is there a valid record at off?  1 (header in *h), 0 no, -errno. */
+static int rec_check(struct fstx_domain *d, uint64_t off, uint64_t size,
+		     struct wrec *h, unsigned char *buf)
+{
+	uint64_t p, end;
+	uint32_t crc;
+	struct wrec z;
+	int r;
+
+	if (off + sizeof(*h) > size)
+		return 0;
+	if ((r = read_all(d->wal, h, sizeof(*h), off)) < 0)
+		return r == -ENODATA ? 0 : r;
+	if (h->magic != W_REC_MAGIC || h->salt != d->wal_salt ||
+	    h->len > size - off - sizeof(*h))
+		return 0;
+	z = *h;
+	z.crc = 0;
+	crc = fx_crc32c(0, &z, sizeof(z));
+	p = off + sizeof(*h);
+	end = p + h->len;
+	while (p < end) {
+		size_t n = end - p > W_CHUNK ? W_CHUNK : (size_t)(end - p);
+
+		if ((r = read_all(d->wal, buf, n, p)) < 0)
+			return r == -ENODATA ? 0 : r;
+		crc = fx_crc32c(crc, buf, n);
+		p += n;
+	}
+	return crc == h->crc;
+}
+
+/* The entry's file, opened (writable where it can be) and checked. */
+static int entry_fd(struct fstx_domain *d, const char *path, uint64_t ino)
+{
+	struct stat st;
+	int fd = fx_open(d, path, O_RDWR, 0), r;
+
+	if (fd == -EISDIR)
+		fd = fx_open(d, path, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0)
+		return fd;
+	r = fstx_os.fstat(fd, &st);
+	if (r == 0 && (uint64_t)st.st_ino != ino)
+		r = -ESTALE;
+	if (r < 0) {
+		fstx_os.close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* A path the log may name: relative, no NUL, not into .fstx/. */
+static int path_ok(const char *p, uint32_t len)
+{
+	if (!len || len >= PATH_MAX || memchr(p, 0, len) || p[0] == '/')
+		return 0;
+	return !(len >= 5 && !memcmp(p, FX_META, 5) && (len == 5 || p[5] == '/'));
+}
+
+static int copy_in(struct fstx_domain *d, int fd, uint64_t src, uint64_t len,
+		   uint64_t dst, unsigned char *buf)
+{
+	while (len) {
+		size_t n = len > W_CHUNK ? W_CHUNK : (size_t)len;
+		int r = read_all(d->wal, buf, n, src);
+
+		if (r == 0)
+			r = write_all(fd, buf, n, dst);
+		if (r < 0)
+			return r == -ENODATA ? -EUCLEAN : r;
+		src += n;
+		dst += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* Apply one valid record again (W5). */
+static int rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
+		      unsigned char *buf)
+{
+	char path[PATH_MAX], cur[PATH_MAX] = "", name[W_NAME_MAX + 1];
+	uint64_t p = off + sizeof(*h), end = p + h->len;
+	int fd = -1, r = 0;
+
+	for (uint32_t k = 0; k < h->nent && r == 0; k++) {
+		struct went e;
+		uint64_t data;
+
+		r = -EUCLEAN;
+		if (end - p < sizeof(e) ||
+		    read_all(d->wal, &e, sizeof(e), p) < 0)
+			break;
+		p += sizeof(e);
+		if (e.plen >= PATH_MAX || e.nlen > W_NAME_MAX ||
+		    end - p < (uint64_t)e.plen + e.nlen)
+			break;
+		if (read_all(d->wal, path, e.plen, p) < 0 ||
+		    read_all(d->wal, name, e.nlen, p + e.plen) < 0)
+			break;
+		if (!path_ok(path, e.plen) || memchr(name, 0, e.nlen))
+			break;
+		path[e.plen] = 0;
+		name[e.nlen] = 0;
+		data = p + e.plen + e.nlen;
+		if (e.kind == W_TRUNC ? e.b != 0 : end - data < e.b)
+			break;
+		if (e.kind == W_SETX ? (e.b > FSTX_MAX_XATTR || !e.nlen) : e.nlen)
+			break;
+		if (e.kind == W_PWRITE && e.a > INT64_MAX - e.b)
+			break;
+		if (e.kind == W_TRUNC && e.a > INT64_MAX)
+			break;
+		if (e.kind < W_PWRITE || e.kind > W_SETX)
+			break;
+		p = pad8(data + e.b);
+		if (p > end)
+			p = end;
+		if (fd < 0 || strcmp(cur, path)) {
+			if (fd >= 0)
+				fstx_os.close(fd);
+			cur[0] = 0;
+			if ((fd = r = entry_fd(d, path, e.ino)) < 0)
+				break;
+			memcpy(cur, path, e.plen + 1);
+		}
+		switch (e.kind) {
+		case W_PWRITE:
+			r = copy_in(d, fd, data, e.b, e.a, buf);
+			break;
+		case W_TRUNC:
+			r = fstx_os.ftruncate(fd, (off_t)e.a);
+			break;
+		default:
+			r = read_all(d->wal, buf, (size_t)e.b, data);
+			if (r == 0)
+				r = fstx_os.fsetxattr(fd, name, buf, (size_t)e.b, 0);
+		}
+	}
+	if (fd >= 0)
+		fstx_os.close(fd);
+	return r;
+}
+
+int fx_wal_recover(struct fstx_domain *d)
+{
+	uint64_t from, off, size, hinted;
+	unsigned char *buf = NULL;
+	struct stat st;
+	struct wrec h;
+	long n = 0;
+	int r, v;
+
+	if ((r = wal_load(d, &from)) <= 0 || !d->wal_salt)
+		return r < 0 ? r : 0;
+	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
+		return r;
+	size = (uint64_t)st.st_size;
+	hinted = from;
+	if (from > size)
+		from = W_START; /* cut behind the hint's back: trust nothing */
+	buf = malloc(W_CHUNK);
+	if (!buf)
+		return -ENOMEM;
+	off = from;
+	while ((v = rec_check(d, off, size, &h, buf)) == 1) {
+		if ((r = rec_replay(d, off, &h, buf)) < 0)
+			goto out;
+		off += sizeof(h) + pad8(h.len);
+		if (off > size)
+			off = size;
+		n++;
+	}
+	if ((r = v) < 0)
+		goto out;
+	if (size > off && (r = fstx_os.ftruncate(d->wal, (off_t)off)) < 0)
+		goto out;
+	if ((n || off != hinted) && (r = hint_write(d, off)) < 0)
+		goto out;
+	d->wal_end = off;
+	r = n > 0;
+out:
+	free(buf);
+	return r;
+}
+
+int fx_wal_pending(struct fstx_domain *d)
+{
+	uint64_t from;
+	struct stat st;
+	struct wrec h;
+	unsigned char *buf;
+	int r;
+
+	if ((r = wal_load(d, &from)) <= 0 || !d->wal_salt)
+		return r < 0 ? r : 0;
+	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
+		return r;
+	if (from > (uint64_t)st.st_size)
+		return 1;
+	if (!(buf = malloc(W_CHUNK)))
+		return -ENOMEM;
+	r = rec_check(d, from, (uint64_t)st.st_size, &h, buf);
+	free(buf);
+	return r;
+}
+
+uint64_t fx_wal_bytes(struct fstx_domain *d)
+{
+	return d->wal_end > W_START ? d->wal_end - W_START : 0;
+}
+
+int fx_wal_checkpoint(struct fstx_domain *d)
+{
+	int r;
+
+	if (d->wal < 0 || d->wal_end <= W_START)
+		return 0;
+	if ((r = fstx_os.syncfs(d->root)) < 0) {
+		d->latched = r;
+		return r;
+	}
+	r = wal_reset(d, 0);
+	return r < 0 ? r : 1;
+}
+
+/* ---- commit ------------------------------------------------------------ */
+
+/* The record being written: buffered, checksummed as it goes. */
+struct wbuf {
+	int fd;
+	unsigned char *buf;
+	size_t used;
+	uint64_t off;  /* file offset of buf[0] */
+	uint32_t crc;
+	int err;
+};
+
+static void wb_flush(struct wbuf *w)
+{
+	if (!w->err && w->used)
+		w->err = write_all(w->fd, w->buf, w->used, w->off);
+	w->off += w->used;
+	w->used = 0;
+}
+
+static void wb_put(struct wbuf *w, const void *p, size_t n)
+{
+	if (w->err || !n)
+		return;
+	w->crc = fx_crc32c(w->crc, p, n);
+	if (n >= W_BUF / 4) { /* large data goes straight from the caller */
+		wb_flush(w);
+		if (!w->err)
+			w->err = write_all(w->fd, p, n, w->off);
+		w->off += n;
+		return;
+	}
+	if (w->used + n > W_BUF)
+		wb_flush(w);
+	memcpy(w->buf + w->used, p, n);
+	w->used += n;
+}
+
+static void wb_pad(struct wbuf *w)
+{
+	static const unsigned char z[8];
+	uint64_t at = w->off + w->used;
+
+	wb_put(w, z, (size_t)(pad8(at) - at));
+}
+
+/* The change op i makes, as an entry (0 if none); sizes in *e. */
+static int entry_of(const struct plan *P, size_t i, const int *slot_op,
+		    const uint64_t *ino, struct went *e, const char **path,
+		    const void **data)
+{
+	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+
+	memset(e, 0, sizeof(*e));
+	switch (op->op) {
+	case BTRFS_IOC_UT_OP_PWRITE:
+		if (!op->args[2])
+			return 0;
+		*path = P->pops[slot_op[op->args[0]]].cpath;
+		e->ino = ino[slot_op[op->args[0]]];
+		e->kind = W_PWRITE;
+		e->a = (uint64_t)op->args[3];
+		e->b = (uint64_t)op->args[2];
+		*data = ARGP(op, 1);
+		break;
+	case BTRFS_IOC_UT_OP_TRUNCATE:
+		*path = P->pops[i].cpath;
+		e->ino = ino[i];
+		e->kind = W_TRUNC;
+		e->a = (uint64_t)op->args[1];
+		*data = NULL;
+		break;
+	case BTRFS_IOC_UT_OP_SETXATTR:
+		*path = P->pops[i].cpath;
+		e->ino = ino[i];
+		e->kind = W_SETX;
+		e->nlen = (uint32_t)strlen(ARGP(op, 1));
+		e->b = (uint64_t)op->args[3];
+		*data = ARGP(op, 2);
+		break;
+	default:
+		return 0;
+	}
+	e->plen = (uint32_t)strlen(*path);
+	return 1;
+}
+
+static uint64_t entry_size(const struct went *e)
+{
+	return pad8(sizeof(*e) + e->plen + e->nlen + e->b);
+}
+
+/* Open the files the ops change (before the commit point). */
+static int open_targets(struct fstx_domain *d, const struct plan *P,
+			int *fds, uint64_t *ino, int *slot_op)
+{
+	for (size_t i = 0; i < P->nops; i++) {
+		const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+		const struct pop *po = &P->pops[i];
+		int flags, fd, r;
+		struct stat st;
+
+		switch (op->op) {
+		case BTRFS_IOC_UT_OP_OPEN:
+			slot_op[op->args[3]] = (int)i;
+			if ((op->args[1] & O_ACCMODE) == O_RDONLY)
+				continue; /* changes nothing */
+			flags = O_WRONLY;
+			break;
+		case BTRFS_IOC_UT_OP_TRUNCATE:
+			flags = O_WRONLY;
+			break;
+		case BTRFS_IOC_UT_OP_SETXATTR:
+			flags = O_RDONLY;
+			break;
+		default:
+			continue;
+		}
+		fd = fx_open(d, po->cpath, flags | O_NONBLOCK, 0);
+		if (fd < 0)
+			return fd;
+		fds[i] = fd;
+		if ((r = fstx_os.fstat(fd, &st)) < 0)
+			return r;
+		if (!S_ISREG(st.st_mode) || (po->check_ino && po->ino != (uint64_t)st.st_ino))
+			return -ESTALE;
+		ino[i] = (uint64_t)st.st_ino;
+	}
+	return 0;
+}
+
+/* Write the record at d->wal_end (W2, W3); its end in *end. */
+static int write_record(struct fstx_domain *d, const struct plan *P,
+			const int *slot_op, const uint64_t *ino, uint64_t *end)
+{
+	struct wrec h = { .magic = W_REC_MAGIC, .salt = d->wal_salt };
+	struct wbuf w = { .fd = d->wal, .off = d->wal_end + sizeof(h) };
+	struct went e;
+	const char *path;
+	const void *data;
+	int r;
+
+	for (size_t i = 0; i < P->nops; i++)
+		if (entry_of(P, i, slot_op, ino, &e, &path, &data)) {
+			h.nent++;
+			h.len += entry_size(&e);
+		}
+	w.crc = fx_crc32c(0, &h, sizeof(h));
+	if (!(w.buf = malloc(W_BUF)))
+		return -ENOMEM;
+	for (size_t i = 0; i < P->nops && !w.err; i++) {
+		if (!entry_of(P, i, slot_op, ino, &e, &path, &data))
+			continue;
+		wb_put(&w, &e, sizeof(e));
+		wb_put(&w, path, e.plen);
+		if (e.kind == W_SETX)
+			wb_put(&w, ARGP(&P->ops[i], 1), e.nlen);
+		if (e.kind != W_TRUNC)
+			wb_put(&w, data, (size_t)e.b);
+		wb_pad(&w);
+	}
+	wb_flush(&w);
+	free(w.buf);
+	if (w.err)
+		return w.err;
+	h.crc = w.crc;
+	if ((r = write_all(d->wal, &h, sizeof(h), d->wal_end)) < 0)
+		return r;
+	*end = d->wal_end + sizeof(h) + h.len;
+	return 0;
+}
+
+/* Apply op i in place (W4). */
+static int64_t apply_op(const struct plan *P, size_t i, const int *fds,
+			const int *slot_op)
+{
+	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+
+	switch (op->op) {
+	case BTRFS_IOC_UT_OP_PWRITE:
+		if (!op->args[2])
+			return 0;
+		return write_all(fds[slot_op[op->args[0]]], ARGP(op, 1),
+				 (size_t)op->args[2], (uint64_t)op->args[3]);
+	case BTRFS_IOC_UT_OP_TRUNCATE:
+		return fstx_os.ftruncate(fds[i], (off_t)op->args[1]);
+	case BTRFS_IOC_UT_OP_SETXATTR:
+		return fstx_os.fsetxattr(fds[i], ARGP(op, 1), ARGP(op, 2),
+					 (size_t)op->args[3], 0);
+	default:
+		return 0;
+	}
+}
+
+long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
+		   const struct plan *P, const int64_t *res)
+{
+	struct btrfs_ioctl_usertrans_op *ops = (void *)(intptr_t)ut->ops_ptr;
+	size_t n = P->nops ? P->nops : 1;
+	int *fds = malloc(n * sizeof(int));
+	int *slot_op = calloc(ut->num_fds ? ut->num_fds : 1, sizeof(int));
+	uint64_t *ino = calloc(n, sizeof(uint64_t)), end = 0;
+	int created = 0;
+	long r;
+	size_t i;
+
+	r = -ENOMEM;
+	if (!fds || !slot_op || !ino)
+		goto out;
+	for (i = 0; i < n; i++)
+		fds[i] = -1;
+	/* Anything unexpected before the commit point: decline (undo way). */
+	if (open_targets(d, P, fds, ino, slot_op) < 0) {
+		r = 1;
+		goto out;
+	}
+	if ((r = wal_open(d, 1, &created)) < 0)
+		goto out;
+	if (!d->wal_salt && (r = wal_reset(d, created)) < 0)
+		goto out;
+	if ((r = write_record(d, P, slot_op, ino, &end)) < 0 ||
+	    (!d->nosync && (r = fstx_os.fdatasync(d->wal)) < 0)) {
+		if (r != -ENOMEM && r != -ENOSPC && r != -EDQUOT)
+			d->latched = r; /* the log's state is unknown */
+		if (fstx_os.ftruncate(d->wal, (off_t)d->wal_end) < 0)
+			d->latched = d->latched ? d->latched : -EIO;
+		goto out;
+	}
+	/* Committed (W3).  Apply in place (W4). */
+	for (i = 0; i < P->nops; i++) {
+		int64_t got = apply_op(P, i, fds, slot_op);
+
+		if (got < 0) {
+			ops[i].rval = got;
+			ut->ops_completed = i;
+			d->failed_op = (long)i;
+			d->latched = (int)got;
+			r = got;
+			goto out;
+		}
+		ops[i].rval = res[i];
+	}
+	ut->ops_completed = P->nops;
+	r = hint_write(d, end);
+	d->wal_end = end;
+	if (r == 0 && end - W_START > fx_wal_max)
+		r = fx_wal_checkpoint(d);
+	if (r < 0 && !d->latched)
+		d->latched = (int)r;
+	r = 0; /* committed and applied; a later call sees the latched error */
+out:
+	for (i = 0; fds && i < n; i++)
+		if (fds[i] >= 0)
+			fstx_os.close(fds[i]);
+	free(fds);
+	free(slot_op);
+	free(ino);
+	return r;
+}
