@@ -24,6 +24,10 @@
  *   sqlite-del   the same, rollback journal (DELETE), synchronous=FULL
  *   fstx         one fstx transaction, durable (the default)
  *   fstx-crash   one fstx transaction, crash-only (FSTX_UT_NOSYNC)
+ *   fstx-wal     one fstx transaction, durable, write-ahead (FSTX_UT_WAL:
+ *                data-only transactions commit with one record and one
+ *                fdatasync; others take the undo way)
+ *   fstx-wal-crash  the same, crash-only (FSTX_UT_WAL | FSTX_UT_NOSYNC)
  *
  * Each (workload, method, round) runs in a fresh child process in a fresh
  * subdirectory of DIR; rounds interleave the methods so that all see the
@@ -325,10 +329,17 @@ static void work_txn(const struct workload *w, int p, int i, struct txn *t)
 
 /* ---- methods ---------------------------------------------------------------- */
 
-enum method { RAW, RAWSYNC, RENAMEP, SQLWAL, SQLDEL, FSTX, FSTXCRASH, NMETHOD };
+enum method { RAW, RAWSYNC, RENAMEP, SQLWAL, SQLDEL, FSTX, FSTXCRASH, FSTXWAL,
+	      FSTXWALCRASH, NMETHOD };
 static const char *const mnames[] = {
 	"raw", "raw-fsync", "rename", "sqlite-wal", "sqlite-del", "fstx", "fstx-crash",
+	"fstx-wal", "fstx-wal-crash",
 };
+
+static int is_fstx(enum method m)
+{
+	return m == FSTX || m == FSTXCRASH || m == FSTXWAL || m == FSTXWALCRASH;
+}
 
 struct ctx {
 	enum method m;
@@ -514,6 +525,10 @@ static void run_fstx(struct ctx *c, const struct txn *t)
 		die("fstx_tx_new");
 	if (c->m == FSTXCRASH)
 		fstx_tx_set_flags(tx, FSTX_UT_STRICT | FSTX_UT_NOSYNC);
+	if (c->m == FSTXWAL)
+		fstx_tx_set_flags(tx, FSTX_UT_STRICT | FSTX_UT_WAL);
+	if (c->m == FSTXWALCRASH)
+		fstx_tx_set_flags(tx, FSTX_UT_STRICT | FSTX_UT_WAL | FSTX_UT_NOSYNC);
 	for (size_t i = 0; i < t->n; i++) {
 		const struct op *o = &t->ops[i];
 		int fd;
@@ -550,7 +565,7 @@ static void run_txn(struct ctx *c, const struct txn *t)
 {
 	if (c->m == SQLWAL || c->m == SQLDEL)
 		run_sqlite(c, t);
-	else if (c->m == FSTX || c->m == FSTXCRASH)
+	else if (is_fstx(c->m))
 		run_fstx(c, t);
 	else
 		run_files(c, t);
@@ -564,7 +579,7 @@ static void ctx_open(struct ctx *c, enum method m, const char *dir)
 	must(c->dfd >= 0, "open", dir);
 	if (m == SQLWAL || m == SQLDEL)
 		sql_open(c, dir);
-	if ((m == FSTX || m == FSTXCRASH) && fstx_domain_open(dir, &c->dom) < 0)
+	if (is_fstx(m) && fstx_domain_open(dir, &c->dom) < 0)
 		die("fstx_domain_open %s", dir);
 }
 
@@ -770,7 +785,8 @@ static void usage(int st)
 	fprintf(st ? stderr : stdout,
 		"usage: fstxbench [-w a,b,c,d,e1,e8,f] [-m METHODS] [-r ROUNDS] "
 		"[-s SCALE] [-t TAG] DIR\n"
-		"methods: raw,raw-fsync,rename,sqlite-wal,sqlite-del,fstx,fstx-crash\n"
+		"methods: raw,raw-fsync,rename,sqlite-wal,sqlite-del,fstx,fstx-crash,\n"
+		"         fstx-wal,fstx-wal-crash\n"
 		"SCALE multiplies the transactions per round (0.1 for a smoke run).\n");
 	exit(st);
 }
@@ -815,7 +831,7 @@ int main(int argc, char **argv)
 			ntx = MAXLAT / (w->procs * rounds);
 		for (int m = 0; m < NMETHOD; m++) {
 			if ((mlist && !listed(mlist, mnames[m])) ||
-			    (w->fstx_only && m != RAW && m != FSTX && m != FSTXCRASH))
+			    (w->fstx_only && m != RAW && !is_fstx((enum method)m)))
 				continue;
 			acc[m] = calloc(1, sizeof(struct result));
 			if (!acc[m])

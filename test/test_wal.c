@@ -1,0 +1,626 @@
+/*
+ * test_wal.c - the write-ahead log (FSTX_UT_WAL, src/wal.c).
+ *
+ *  - differential: every corpus transaction with and without 'option wal'
+ *    gives the same result, per-op results and tree (the log takes the
+ *    eligible ones, the undo way the rest);
+ *  - an eligible transaction costs one fdatasync and no syncfs; a
+ *    checkpoint one syncfs;
+ *  - a sequence of WAL transactions (with a checkpoint inside) killed
+ *    before and after every OS call: recovery, through fstx_recover or a
+ *    reader's fstx_read_begin, leaves the state after some prefix of the
+ *    sequence that includes every transaction that returned 0;
+ *  - the same with EIO and ENOSPC injected at every call, once and sticky;
+ *  - an in-place write failing after the commit point: the error is
+ *    returned and latched, recovery rolls the transaction forward;
+ *  - after a "reboot" (another boot id) every record is replayed, and
+ *    replay over an applied tree changes nothing;
+ *  - damaged logs: a torn header empties the log, a damaged record ends it,
+ *    a record naming another inode is refused; nothing outside changes.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "corpus.h"
+#include "faultos.h"
+#include "txrun.h"
+
+#define NSEQ 4
+/* A sequence of data-only transactions on the t_populate() tree. */
+static const char *const seq[NSEQ] = {
+	"option wal\nopen 0 a O_WRONLY\npwrite 0 \"ONE\" 0\nsetxattr a user.n \"1\"\n"
+	"open 1 big O_RDWR\npwrite 1 @BIG 1000\n",
+	"option wal\nassert-exists a\ntruncate big 500\nopen 0 d/c O_WRONLY\n"
+	"pwrite 0 \"two\" 2\nclose 0\nsetxattr d/c user.m \"2\"\n",
+	"option wal\nopen 0 big O_WRONLY\npwrite 0 \"three\" 4000\ntruncate a 1\n"
+	"open 1 a O_WRONLY\npwrite 1 \"3\" 5\n",
+	"option wal\nopen 0 b O_WRONLY\npwrite 0 \"four\" 0\nsetxattr a user.n \"4\"\n",
+};
+static char *seqtx[NSEQ]; /* with @BIG expanded */
+
+static char *fresh(void)
+{
+	char *d = t_mkdomain();
+
+	t_populate(d);
+	return d;
+}
+
+static void drop(char *d)
+{
+	t_rmtree(d);
+	free(d);
+}
+
+static char *with_wal(const char *text)
+{
+	char *s;
+
+	if (asprintf(&s, "option wal\n%s", text) < 0)
+		abort();
+	return s;
+}
+
+/* Expected states: st[0] before, st[k] after the first k transactions. */
+static void seq_states(char **st)
+{
+	char *d = fresh();
+
+	st[0] = t_snapshot(d);
+	for (int k = 0; k < NSEQ; k++) {
+		assert_int_equal(tx_text(d, seqtx[k], NULL), 0);
+		st[k + 1] = t_snapshot(d);
+	}
+	drop(d);
+}
+
+/* The state must be st[j] for some j in [lo, hi]. */
+static void in_range(const char *d, char **st, int lo, int hi, const char *what,
+		     long k)
+{
+	char *now = t_snapshot(d);
+
+	for (int j = lo; j <= hi; j++)
+		if (!strcmp(now, st[j])) {
+			free(now);
+			return;
+		}
+	fail_msg("%s call %ld: state is none of %d..%d\n%s", what, k, lo, hi, now);
+}
+
+static int reader_recover(const char *dir)
+{
+	fstx_domain *d;
+	int r = fstx_domain_open(dir, &d);
+
+	if (r == 0) {
+		r = fstx_read_begin(d);
+		if (r == 0)
+			fstx_read_end(d);
+		fstx_domain_close(d);
+	}
+	return r;
+}
+
+/* Would recovery replay something? (fx_wal_pending, read-only) */
+static int fx_wal_pending_dir(const char *dir)
+{
+	fstx_domain *d;
+	int r = fstx_domain_open(dir, &d);
+
+	if (r == 0) {
+		r = fx_wal_pending(d);
+		fstx_domain_close(d);
+	}
+	return r;
+}
+
+/* ---- differential ------------------------------------------------------ */
+
+static void same_as_undo(void **state)
+{
+	long eligible = 0;
+
+	(void)state;
+	for (size_t c = 0; c < ncx; c++) {
+		char *d1 = fresh(), *d2 = fresh(), *s1, *s2, *w = with_wal(cx[c]);
+		__s64 r1[64], r2[64];
+		long a, b;
+
+		memset(r1, 0, sizeof(r1));
+		memset(r2, 0, sizeof(r2));
+		a = tx_run_pinned(d1, cx[c], NULL, NULL, r1);
+		b = tx_run_pinned(d2, w, NULL, NULL, r2);
+		{
+			char *m, *l;
+			size_t len;
+
+			assert_true(asprintf(&m, "%s/.fstx", d2) > 0);
+			l = t_read(m, "wal", &len);
+			eligible += l && len > 1024; /* a record: through the log */
+			free(l);
+			free(m);
+		}
+		assert_int_equal(a, b);
+		assert_memory_equal(r1, r2, sizeof(r1));
+		s1 = t_snapshot(d1);
+		s2 = t_snapshot(d2);
+		if (strcmp(s1, s2))
+			fail_msg("corpus %zu: wal differs\n%s---\n%s", c, s1, s2);
+		/* a later transaction of the undo way checkpoints first */
+		assert_int_equal(tx_text(d2, "mkdir zz_follow\n", NULL), 0);
+		assert_int_equal(tx_text(d1, "mkdir zz_follow\n", NULL), 0);
+		free(s1);
+		free(s2);
+		s1 = t_snapshot(d1);
+		s2 = t_snapshot(d2);
+		assert_string_equal(s1, s2);
+		free(s1);
+		free(s2);
+		free(w);
+		drop(d1);
+		drop(d2);
+	}
+	/* and the sequence, each from the tree the one before left */
+	{
+		char *d1 = fresh(), *d2 = fresh(), *s1, *s2;
+
+		for (int k = 0; k < NSEQ; k++) {
+			const char *plain = seqtx[k] + strlen("option wal\n");
+
+			assert_int_equal(tx_text(d1, plain, NULL), 0);
+			assert_int_equal(tx_text(d2, seqtx[k], NULL), 0);
+			s1 = t_snapshot(d1);
+			s2 = t_snapshot(d2);
+			assert_string_equal(s1, s2);
+			free(s1);
+			free(s2);
+		}
+		drop(d1);
+		drop(d2);
+	}
+	printf("wal differential: %zu corpus tx, %ld through the log, same results "
+	       "and trees; %d sequence tx, same trees\n", ncx, eligible, NSEQ);
+	assert_true(eligible > 0);
+}
+
+static void one_barrier(void **state)
+{
+	char *d = fresh(), *before = t_snapshot(d);
+
+	(void)state;
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(tx_text(d, seqtx[0], NULL), 0);
+	assert_int_equal(fo.fdatasyncs, 2); /* the new log's header, the record */
+	assert_int_equal(fo.syncfses, 0);
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(tx_text(d, seqtx[1], NULL), 0);
+	assert_int_equal(fo.barriers, 1);
+	assert_int_equal(fo.fdatasyncs, 1);
+	/* crash-only: none */
+	fo_install(FO_COUNT, 0, 0);
+	{
+		char *t;
+
+		assert_true(asprintf(&t, "option crash-only\n%s", seqtx[2]) > 0);
+		assert_int_equal(tx_text(d, t, NULL), 0);
+		free(t);
+	}
+	assert_int_equal(fo.barriers, 0);
+	/* recovery checkpoints: syncfs, then the new header */
+	fo_install(FO_COUNT, 0, 0);
+	assert_true(domain_recover(d) >= 0);
+	assert_int_equal(fo.syncfses, 1);
+	assert_int_equal(fo.fdatasyncs, 1);
+	fo_remove();
+	free(before);
+	drop(d);
+}
+
+/* A small log limit makes the sequence checkpoint by itself. */
+static void checkpoint_by_size(void **state)
+{
+	char *st[NSEQ + 1], *d = fresh();
+	uint64_t saved = fx_wal_max;
+	long syncfs = 0;
+
+	(void)state;
+	seq_states(st);
+	fx_wal_max = 100;
+	for (int k = 0; k < NSEQ; k++) {
+		fo_install(FO_COUNT, 0, 0);
+		assert_int_equal(tx_text(d, seqtx[k], NULL), 0);
+		syncfs += fo.syncfses;
+		fo_remove();
+		in_range(d, st, k + 1, k + 1, "checkpoint", k);
+	}
+	fx_wal_max = saved;
+	assert_int_equal(syncfs, NSEQ);
+	for (int k = 0; k <= NSEQ; k++)
+		free(st[k]);
+	drop(d);
+}
+
+/* ---- kill -9 ----------------------------------------------------------- */
+
+/* Child: run the sequence with faults installed; reports each 0 return. */
+static int run_seq_child(const char *d, enum fo_mode mode, long at, int *ok)
+{
+	int fds[2], st, n = 0;
+	char c;
+	pid_t p;
+
+	assert_int_equal(pipe(fds), 0);
+	p = fork();
+	if (p == 0) {
+		close(fds[0]);
+		fx_wal_max = 3000; /* a checkpoint inside the sequence */
+		fo_install(mode, at, 0);
+		for (int k = 0; k < NSEQ; k++) {
+			if (tx_text(d, seqtx[k], NULL) != 0)
+				_exit(1);
+			if (write(fds[1], "", 1) != 1)
+				_exit(3);
+		}
+		_exit(0);
+	}
+	close(fds[1]);
+	while (read(fds[0], &c, 1) == 1)
+		n++;
+	close(fds[0]);
+	waitpid(p, &st, 0);
+	*ok = n;
+	return st;
+}
+
+static long seq_calls(void)
+{
+	char *d = fresh();
+	int ok, fds[2];
+	long n = 0;
+	pid_t p;
+
+	assert_int_equal(pipe(fds), 0);
+	p = fork();
+	if (p == 0) {
+		fx_wal_max = 3000;
+		fo_install(FO_COUNT, 0, 0);
+		for (int k = 0; k < NSEQ; k++)
+			if (tx_text(d, seqtx[k], NULL) != 0)
+				_exit(1);
+		n = fo.calls;
+		if (write(fds[1], &n, sizeof(n)) != sizeof(n))
+			_exit(3);
+		_exit(0);
+	}
+	waitpid(p, &ok, 0);
+	assert_int_equal(read(fds[0], &n, sizeof(n)), sizeof(n));
+	close(fds[0]);
+	close(fds[1]);
+	drop(d);
+	return n;
+}
+
+static void kill_every_call(void **state)
+{
+	char *st[NSEQ + 1];
+	long n = seq_calls(), points = 0;
+
+	(void)state;
+	seq_states(st);
+	for (int m = 0; m < 2; m++)
+		for (long k = 1; k <= n; k++) {
+			char *d = fresh();
+			int ok, r;
+
+			run_seq_child(d, m ? FO_KILL_AFTER : FO_KILL_BEFORE, k, &ok);
+			/* half the points recover through a reader */
+			r = k % 2 ? reader_recover(d) : domain_recover(d);
+			if (r < 0)
+				fail_msg("kill %d call %ld: recovery %d", m, k, r);
+			in_range(d, st, ok, ok + 1 > NSEQ ? NSEQ : ok + 1,
+				 m ? "wal kill-after" : "wal kill-before", k);
+			/* and the domain goes on working */
+			assert_int_equal(tx_text(d, "option wal\ntruncate old 1\n", NULL), 0);
+			points++;
+			drop(d);
+		}
+	printf("wal kill: %d tx in sequence, %ld crash points, 0 torn\n", NSEQ, points);
+	for (int k = 0; k <= NSEQ; k++)
+		free(st[k]);
+}
+
+/* ---- injected errors --------------------------------------------------- */
+
+static void errors_every_call(void **state)
+{
+	static const int errs[] = { EIO, ENOSPC };
+	char *st[NSEQ + 1];
+	long n = seq_calls(), points = 0, failed = 0;
+	uint64_t saved = fx_wal_max;
+
+	(void)state;
+	seq_states(st);
+	fx_wal_max = 3000;
+	for (int e = 0; e < 2; e++)
+		for (int sticky = 0; sticky < 2; sticky++)
+			for (long k = 1; k <= n; k++) {
+				char *d = fresh();
+				int ok = 0, tried = 0, r;
+
+				fo_install(FO_FAIL, k, errs[e]);
+				fo.sticky = sticky;
+				for (int j = 0; j < NSEQ; j++) {
+					tried++;
+					if (tx_text(d, seqtx[j], NULL) != 0)
+						break;
+					ok++;
+				}
+				fo_remove();
+				failed += ok < NSEQ;
+				if ((r = domain_recover(d)) < 0)
+					fail_msg("err %d call %ld: recovery %d", errs[e], k, r);
+				in_range(d, st, ok, tried, "wal error", k);
+				points++;
+				drop(d);
+			}
+	fx_wal_max = saved;
+	printf("wal errors: EIO and ENOSPC, once and sticky: %ld fault points, "
+	       "%ld sequences cut short, 0 torn\n", points, failed);
+	for (int k = 0; k <= NSEQ; k++)
+		free(st[k]);
+}
+
+/* The in-place write after the commit point fails: latched, rolled forward. */
+static ssize_t fail_big_pwrite(int fd, const void *b, size_t n, off_t o)
+{
+	if (n == 3 && !memcmp(b, "ONE", 3))
+		return -EIO;
+	return fstx_os_libc.pwrite(fd, b, n, o);
+}
+
+static void apply_fails(void **state)
+{
+	char *st[NSEQ + 1], *d = fresh();
+	fstx_domain *dom;
+	struct btrfs_ioctl_usertrans ut = { 0 };
+	struct fx_txt t;
+	int fd;
+
+	(void)state;
+	seq_states(st);
+	assert_int_equal(fx_txt_parse(seqtx[0], strlen(seqtx[0]), AT_FDCWD, &t), 0);
+	fx_txt_ut(&t, &ut);
+	fd = t_dirfd(d);
+	assert_int_equal(fstx_domain_openfd(fd, &dom), 0);
+	close(fd);
+	fstx_os.pwrite = fail_big_pwrite;
+	/* the record's copy of "ONE" is written by the log's buffer, not alone */
+	assert_int_equal(fx_usertrans(dom, &ut), -EIO);
+	fstx_os = fstx_os_libc;
+	assert_int_equal(ut.ops_completed, 1);
+	/* latched: the handle refuses until recovery */
+	{
+		fstx_tx *tx;
+
+		assert_int_equal(fstx_tx_new(dom, &tx), 0);
+		fstx_tx_unlink(tx, "old");
+		assert_int_equal(fstx_tx_commit(tx), -EIO);
+		fstx_tx_free(tx);
+	}
+	assert_int_equal(fstx_recover(dom), 1);
+	in_range(d, st, 1, 1, "apply fails", 0);
+	fstx_domain_close(dom);
+	fx_txt_free(&t);
+	for (int k = 0; k <= NSEQ; k++)
+		free(st[k]);
+	drop(d);
+}
+
+/* ---- reboot: replay everything ----------------------------------------- */
+
+static int other_boot(char id[37])
+{
+	memcpy(id, "00000000-0000-0000-0000-000000000001", 37);
+	return 0;
+}
+
+static long pwrites;
+static ssize_t count_pwrite(int fd, const void *b, size_t n, off_t o)
+{
+	pwrites++;
+	return fstx_os_libc.pwrite(fd, b, n, o);
+}
+
+static void reboot_replays_all(void **state)
+{
+	char *st[NSEQ + 1], *d = fresh(), *p;
+	int fd;
+
+	(void)state;
+	seq_states(st);
+	for (int k = 0; k < NSEQ; k++)
+		assert_int_equal(tx_text(d, seqtx[k], NULL), 0);
+	/* same boot: the hint says all applied, recovery replays nothing */
+	pwrites = 0;
+	fstx_os.pwrite = count_pwrite;
+	assert_int_equal(fx_wal_pending_dir(d), 0);
+	assert_int_equal(pwrites, 0);
+	/* lose the in-place change of the last transaction, as power loss could */
+	assert_true(asprintf(&p, "%s/b", d) > 0);
+	fd = open(p, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "hell", 4, 0), 4);
+	close(fd);
+	free(p);
+	/* another boot: every record is replayed in order */
+	fstx_os.boot_id = other_boot;
+	assert_int_equal(fx_wal_pending_dir(d), 1);
+	{
+		fstx_domain *dom;
+
+		assert_int_equal(fstx_domain_open(d, &dom), 0);
+		assert_int_equal(fstx_read_begin(dom), 0);
+		fstx_read_end(dom);
+		fstx_domain_close(dom);
+	}
+	assert_true(pwrites > NSEQ);
+	in_range(d, st, NSEQ, NSEQ, "reboot", 0);
+	fstx_os = fstx_os_libc;
+	/* replayed once: this boot's hint now covers every record */
+	assert_int_equal(fx_wal_pending_dir(d), 1); /* the real boot id again */
+	assert_true(domain_recover(d) >= 0);
+	assert_int_equal(fx_wal_pending_dir(d), 0);
+	in_range(d, st, NSEQ, NSEQ, "reboot", 1);
+	for (int k = 0; k <= NSEQ; k++)
+		free(st[k]);
+	drop(d);
+}
+
+/* ---- damaged logs ------------------------------------------------------ */
+
+static void patch(const char *d, off_t off, const void *b, size_t n)
+{
+	char *p;
+	int fd;
+
+	assert_true(asprintf(&p, "%s/.fstx/wal", d) > 0);
+	fd = open(p, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, b, n, off), (ssize_t)n);
+	close(fd);
+	free(p);
+}
+
+static int die_at_barrier(int fd)
+{
+	(void)fd;
+	_exit(7);
+}
+
+static void damaged(void **state)
+{
+	char *st[NSEQ + 1];
+	fstx_domain *dom;
+
+	(void)state;
+	seq_states(st);
+	/* a damaged header: the log is empty, nothing is replayed */
+	{
+		char *d = fresh();
+
+		for (int k = 0; k < 2; k++)
+			assert_int_equal(tx_text(d, seqtx[k], NULL), 0);
+		patch(d, 2, "Q", 1);
+		fstx_os.boot_id = other_boot;
+		assert_int_equal(domain_recover(d), 0);
+		fstx_os = fstx_os_libc;
+		in_range(d, st, 2, 2, "torn header", 0);
+		assert_int_equal(tx_text(d, seqtx[2], NULL), 0);
+		in_range(d, st, 3, 3, "torn header", 1);
+		drop(d);
+	}
+	/*
+	 * A damaged record ends the log.  Record 2 is written whole but its
+	 * writer dies at the barrier, before any in-place change; one byte of
+	 * it is then damaged.  After a reboot recovery replays record 1 only,
+	 * cuts the log there and leaves the state after transaction 1.
+	 */
+	{
+		char *d = fresh(), *p, *w;
+		size_t len;
+		off_t second;
+		pid_t pid;
+		int stt;
+
+		assert_int_equal(tx_text(d, seqtx[0], NULL), 0);
+		assert_true(asprintf(&p, "%s/.fstx", d) > 0);
+		w = t_read(p, "wal", &len);
+		second = (off_t)len;
+		free(w);
+		pid = fork();
+		if (pid == 0) {
+			fstx_os.fdatasync = die_at_barrier;
+			tx_text(d, seqtx[1], NULL);
+			_exit(1);
+		}
+		assert_int_equal(waitpid(pid, &stt, 0), pid);
+		assert_true(WIFEXITED(stt) && WEXITSTATUS(stt) == 7);
+		in_range(d, st, 1, 1, "damaged record", 0);
+		w = t_read(p, "wal", &len);
+		assert_true(len > (size_t)second + 64); /* record 2 is there */
+		free(w);
+		patch(d, second + 40, "\xff", 1);
+		fstx_os.boot_id = other_boot;
+		assert_int_equal(fx_wal_pending_dir(d), 1);
+		assert_true(domain_recover(d) >= 0);
+		fstx_os = fstx_os_libc;
+		w = t_read(p, "wal", &len);
+		assert_int_equal(len, 1024); /* replayed, checkpointed */
+		free(w);
+		free(p);
+		in_range(d, st, 1, 1, "damaged record", 1);
+		drop(d);
+	}
+	/* a record naming a file now holding another inode: -ESTALE */
+	{
+		char *d = fresh(), *a, *b2;
+
+		assert_int_equal(tx_text(d, seqtx[3], NULL), 0);
+		assert_true(asprintf(&a, "%s/b", d) > 0);
+		assert_true(asprintf(&b2, "%s/b.new", d) > 0);
+		t_write(d, "b.new", "x", 1);
+		assert_int_equal(rename(b2, a), 0);
+		fstx_os.boot_id = other_boot;
+		assert_int_equal(fstx_domain_open(d, &dom), 0);
+		assert_int_equal(fstx_recover(dom), -ESTALE);
+		fstx_domain_close(dom);
+		fstx_os = fstx_os_libc;
+		free(a);
+		free(b2);
+		drop(d);
+	}
+	for (int k = 0; k <= NSEQ; k++)
+		free(st[k]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(one_barrier),
+		cmocka_unit_test(same_as_undo),
+		cmocka_unit_test(checkpoint_by_size),
+		cmocka_unit_test(apply_fails),
+		cmocka_unit_test(reboot_replays_all),
+		cmocka_unit_test(damaged),
+		cmocka_unit_test(kill_every_call),
+		cmocka_unit_test(errors_every_call),
+	};
+	char big[1601];
+
+	memset(big, 'B', 1600);
+	big[1600] = 0;
+	for (int k = 0; k < NSEQ; k++) {
+		const char *at = strstr(seq[k], "@BIG");
+
+		if (at)
+			assert_true(asprintf(&seqtx[k], "%.*s\"%s\"%s", (int)(at - seq[k]),
+					     seq[k], big, at + 4) > 0);
+		else
+			seqtx[k] = strdup(seq[k]);
+	}
+	corpus_load();
+	return cmocka_run_group_tests_name("wal", tests, NULL, NULL);
+}
