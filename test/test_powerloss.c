@@ -454,6 +454,12 @@ static void undo_data(const struct data *d, int fd, int tear)
 	}
 }
 
+static int rebooted(char id[37])
+{
+	memcpy(id, "00000000-0000-0000-0000-00000000b007", 37);
+	return 0;
+}
+
 /* Turn the live tree into one random crash state, in place (inodes kept). */
 static void one_state(void)
 {
@@ -466,6 +472,7 @@ static void one_state(void)
 	int r;
 
 	fstx_os = fstx_os_libc;
+	fstx_os.boot_id = rebooted; /* the page cache is gone */
 	for (size_t i = 0; i < pl.nd; i++)
 		inos[i] = pl.dt[i].ino;
 	for (size_t i = 0; i < pl.nm; i++)
@@ -542,12 +549,10 @@ static void crash_child(const char *d, const char *tx, long b, int fd, int st)
 	crash_now();
 }
 
-static void power_loss(void **state)
+static void pl_run(char *const *cx_, size_t ntx, const char *label)
 {
 	long points = 0, states = 0, bad = 0;
-	size_t ntx = ncx;
 
-	(void)state;
 	for (size_t c = 0; c < ntx; c++) {
 		char *d = t_mkdomain(), *before, *after;
 		long nb;
@@ -565,7 +570,7 @@ static void power_loss(void **state)
 			char *d2 = t_mkdomain();
 
 			t_populate(d2);
-			tx_text(d2, cx[c], NULL);
+			tx_text(d2, cx_[c], NULL);
 			nb = fo.barriers;
 			fo_remove();
 			after = t_snapshot(d2);
@@ -586,7 +591,7 @@ static void power_loss(void **state)
 				assert_int_equal(pipe(fds), 0);
 				p = fork();
 				if (p == 0)
-					crash_child(dd, cx[c], b > nb ? -1 : b, fds[1], k);
+					crash_child(dd, cx_[c], b > nb ? -1 : b, fds[1], k);
 				close(fds[1]);
 				waitpid(p, &st, 0);
 				if (read(fds[0], out, sizeof(out)) != sizeof(out))
@@ -596,7 +601,7 @@ static void power_loss(void **state)
 				bad += out[1];
 				if (out[1])
 					fail_msg("corpus %zu barrier %ld state %d: torn\n%s",
-						 c, b, k, cx[c]);
+						 c, b, k, cx_[c]);
 				t_rmtree(dd);
 				free(dd);
 			}
@@ -606,14 +611,46 @@ static void power_loss(void **state)
 		t_rmtree(d);
 		free(d);
 	}
-	printf("power-loss: %zu tx, %ld crash points, %ld crash states, "
-	       "%ld before-or-after, %ld torn\n", ntx, points, states, states - bad, bad);
+	printf("%s: %zu tx, %ld crash points, %ld crash states, "
+	       "%ld before-or-after, %ld torn\n", label, ntx, points, states,
+	       states - bad, bad);
+}
+
+static void power_loss(void **state)
+{
+	(void)state;
+	pl_run(cx, ncx, "power-loss");
+}
+
+/*
+ * The write-ahead log (option wal): the record's barrier is the commit
+ * point; in-place changes after it may be lost or torn, and recovery after
+ * the "reboot" (another boot id) replays every record.
+ */
+static const char *const wal_tx[] = {
+	"option wal\nopen 0 a O_WRONLY\npwrite 0 \"A\" 0\nsetxattr a user.v \"1\"\n"
+	"open 1 b O_WRONLY\npwrite 1 \"B\" 3\nsetxattr b user.v \"2\"\n"
+	"open 2 d/c O_WRONLY\npwrite 2 \"C\" 1\nsetxattr d/c user.v \"3\"\n"
+	"open 3 big O_WRONLY\npwrite 3 \"BIG\" 10000\nsetxattr big user.v \"4\"\n",
+	"option wal\ntruncate big 600\nopen 0 big O_RDWR\npwrite 0 \"tail\" 900\n"
+	"truncate a 2\nopen 1 a O_WRONLY\npwrite 1 \"xyz\" 7\nassert-exists d/c\n",
+};
+
+static void power_loss_wal(void **state)
+{
+	char *tx[2];
+
+	(void)state;
+	for (int i = 0; i < 2; i++)
+		tx[i] = (char *)wal_tx[i];
+	pl_run(tx, 2, "power-loss wal");
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(power_loss),
+		cmocka_unit_test(power_loss_wal),
 	};
 
 	corpus_load();
