@@ -18,14 +18,17 @@
  *      header (kind, path length, inode number, two arguments, name length),
  *      the canonical path, the xattr name, the data.  The log is the run of
  *      valid records from byte 1024 up to the first invalid one; a record
- *      with another salt is invalid.
+ *      with another salt is invalid.  The file is never shortened: it grows
+ *      in steps of W_GROW bytes of written zeros beyond the last record, so
+ *      that most records overwrite allocated blocks and their fdatasync
+ *      flushes data only, not the file's size.
  *  W3. Commit: the record is written whole at the append point, then
  *      fdatasync(wal): the one barrier of the transaction and its commit
  *      point.  Nothing changes in place before that barrier returns, so
  *      power loss never finds an in-place change without its record.  If
- *      the record cannot be written or the barrier fails, the log is cut
- *      back to the append point and nothing changes in place; a failed
- *      barrier latches the handle.  A complete record counts as committed
+ *      the record cannot be written or the barrier fails, its header is
+ *      zeroed (the log ends before it) and nothing changes in place; a
+ *      failed barrier latches the handle.  A complete record counts as committed
  *      (a process killed after writing it has told nobody otherwise).
  *  W4. Then the changes are applied in place in op order, and the hint is
  *      written (no barrier): "every record below END was applied in place
@@ -43,14 +46,15 @@
  *      domain, no symlinks) and inode number; another inode there is
  *      -ESTALE, and a malformed entry in a record whose CRC holds -EUCLEAN:
  *      recovery stops before changing anything of that entry.  Then the
- *      log is cut after the last valid record and the hint rewritten.
+ *      hint is rewritten: the next record goes right after the last valid
+ *      one.
  *  W6. Checkpoint (the log holds more than fx_wal_max bytes of records; or
  *      before a transaction that takes the undo way of journal.c, which
  *      must not be replayed over; or fstx_recover()): syncfs (every applied
  *      change durable in place), then a new header with a new salt and a
- *      hint with END 1024 in one write, ftruncate to 1024, fdatasync(wal).
- *      Records left by a lost truncate carry the old salt; a torn header
- *      empties the log; either way their changes were durable already.
+ *      hint with END 1024 in one write, fdatasync(wal).  The old records
+ *      that remain carry the old salt; a torn header empties the log;
+ *      either way their changes were durable already.
  *      The first header of a new log is written the same way, and the
  *      directory .fstx/ is fsynced once so the log's name is durable.
  *  W7. Crash-only transactions (FSTX_UT_NOSYNC) skip the barrier of W3.
@@ -79,6 +83,7 @@
 #define W_START 1024
 #define W_CHUNK (1u << 20)
 #define W_BUF (64u << 10)
+#define W_GROW (1u << 20)
 #define W_NAME_MAX 255
 
 #define ARGP(op, i) ((const char *)(intptr_t)(op)->args[i])
@@ -222,8 +227,7 @@ static int wal_reset(struct fstx_domain *d, int created)
 	memset(b, 0, sizeof(b));
 	memcpy(b, &f, sizeof(f));
 	memcpy(b + W_HINT, &h, sizeof(h));
-	if ((r = write_all(d->wal, b, sizeof(b), 0)) < 0 ||
-	    (r = fstx_os.ftruncate(d->wal, W_START)) < 0)
+	if ((r = write_all(d->wal, b, sizeof(b), 0)) < 0)
 		return r;
 	if ((r = fstx_os.fdatasync(d->wal)) < 0 ||
 	    (created && (r = fstx_os.fsync(d->meta)) < 0)) {
@@ -453,8 +457,6 @@ int fx_wal_recover(struct fstx_domain *d)
 		n++;
 	}
 	if ((r = v) < 0)
-		goto out;
-	if (size > off && (r = fstx_os.ftruncate(d->wal, (off_t)off)) < 0)
 		goto out;
 	if ((n || off != hinted) && (r = hint_write(d, off)) < 0)
 		goto out;
@@ -699,6 +701,27 @@ static int64_t apply_op(const struct plan *P, size_t i, const int *fds,
 	}
 }
 
+static const unsigned char zero_hdr[sizeof(struct wrec)];
+
+/*
+ * Zeros from the end of the record to the next W_GROW boundary, where the
+ * file ends before that (W2): later records then change no file size.
+ */
+static int grow(struct fstx_domain *d, uint64_t end)
+{
+	static const unsigned char z[W_BUF];
+	struct stat st;
+	uint64_t to = (end + W_GROW - 1) / W_GROW * W_GROW;
+	int r = fstx_os.fstat(d->wal, &st);
+
+	if (r < 0)
+		return r;
+	for (uint64_t at = (uint64_t)st.st_size > end ? (uint64_t)st.st_size : end;
+	     at < to && r == 0; at += W_BUF)
+		r = write_all(d->wal, z, (size_t)(to - at < W_BUF ? to - at : W_BUF), at);
+	return r;
+}
+
 long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		   const struct plan *P, const int64_t *res)
 {
@@ -726,10 +749,11 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	if (!d->wal_salt && (r = wal_reset(d, created)) < 0)
 		goto out;
 	if ((r = write_record(d, P, slot_op, ino, &end)) < 0 ||
+	    (r = grow(d, end)) < 0 ||
 	    (!d->nosync && (r = fstx_os.fdatasync(d->wal)) < 0)) {
 		if (r != -ENOMEM && r != -ENOSPC && r != -EDQUOT)
 			d->latched = r; /* the log's state is unknown */
-		if (fstx_os.ftruncate(d->wal, (off_t)d->wal_end) < 0)
+		if (write_all(d->wal, zero_hdr, sizeof(zero_hdr), d->wal_end) < 0)
 			d->latched = d->latched ? d->latched : -EIO;
 		goto out;
 	}
