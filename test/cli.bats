@@ -280,3 +280,32 @@ T
 	run "$FSTX" status "$D" --json
 	[[ "$output" == *'"hot":false'* ]]
 }
+
+@test "option wal: an in-place overwrite commits with one fdatasync; recover checkpoints" {
+	command -v strace >/dev/null || skip "strace missing"
+	printf 'option wal\nopen 0 a O_RDWR\npwrite 0 "ALPHA" 0\ntruncate old 2\n' > "$TX/w.tx"
+	run "$FSTX" run "$D" "$TX/w.tx" --json
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"status":"committed"'* ]]
+	[[ "$output" == *'"results":[0,5,0]'* ]]
+	[ "$(cat "$D/a")" = "ALPHA" ]
+	[ "$(cat "$D/old")" = "ol" ]
+	# the log exists now: the next one is one barrier, no syncfs
+	printf 'option wal\nopen 0 a O_RDWR\npwrite 0 "BETA" 0\n' > "$TX/w2.tx"
+	run strace -f -c -e trace=fsync,fdatasync,syncfs "$FSTX" run "$D" "$TX/w2.tx"
+	[ "$status" -eq 0 ]
+	[[ "$output" =~ [[:space:]]1[[:space:]]+total ]]
+	[[ "$output" =~ [[:space:]]1[[:space:]]+fdatasync ]]
+	[ "$(cat "$D/a")" = "BETAA" ]
+	# a transaction of the undo way checkpoints the log first
+	printf 'unlink old\n' > "$TX/u.tx"
+	run "$FSTX" run "$D" "$TX/u.tx"
+	[ "$status" -eq 0 ]
+	[ "$(cat "$D/a")" = "BETAA" ]
+	[ ! -e "$D/old" ]
+	# an unknown option names the choices
+	printf 'option walk\n' > "$TX/bad.tx"
+	run "$FSTX" run "$D" "$TX/bad.tx"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"'option wal'"* ]]
+}
