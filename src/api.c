@@ -79,7 +79,7 @@ int fstx_recover(fstx_domain *d)
 	if (r >= 0) { /* then the log: replayed and checkpointed */
 		int rw = fx_wal_recover(d), c = rw < 0 ? rw : fx_wal_checkpoint(d);
 
-		r = c < 0 ? c : r || rw;
+		r = c < 0 ? c : r || rw || c == 2;
 	}
 	if (r == 0)
 		r = fx_clean_scratch(d); /* garbage of a committed transaction */

@@ -30,6 +30,7 @@ struct fstx_domain {
 	long mark;      /* progress mark step number, -1: none */
 	int wal;        /* DIR/.fstx/wal (wal.c), opened when first needed; -1 */
 	uint64_t wal_end;  /* wal: append point, read under the lock; 0: no log */
+	uint64_t wal_applied; /* wal: records below are applied in place */
 	uint64_t wal_salt; /* wal: salt of the current header */
 	struct fx_fsfacts {  /* fsfacts.c: detected once per handle */
 		long magic;          /* statfs f_type */
@@ -134,7 +135,8 @@ extern uint64_t fx_clone_min;
 int fx_wal_recover(struct fstx_domain *d);
 /* 1 if fx_wal_recover would replay something, 0 if not, -errno. */
 int fx_wal_pending(struct fstx_domain *d);
-/* Make applied records durable and empty the log (rule W6); 1 done, 0 empty. */
+/* Apply open records, make everything durable in place and empty the log
+ * (rule W6); 0 empty, 1 done, 2 done after applying open records. */
 int fx_wal_checkpoint(struct fstx_domain *d);
 /* Bytes of records the log holds (0 after a checkpoint). */
 uint64_t fx_wal_bytes(struct fstx_domain *d);

@@ -569,7 +569,7 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 	struct plan P = { .d = d, .ops = (void *)(intptr_t)ut->ops_ptr,
 			  .nops = ut->num_ops };
 	uint64_t bad;
-	int journaled;
+	int journaled, replanned = 0;
 	long r;
 
 	d->failed_op = -1;
@@ -590,6 +590,7 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 	}
 	if ((r = fx_recover_locked(d)) < 0 || (r = fx_wal_recover(d)) < 0)
 		goto out;
+again:
 	if ((r = fx_plan_build(&P)) < 0) {
 		d->failed_op = P.failed_op;
 		ut->ops_completed = P.failed_op >= 0 ? (uint64_t)P.failed_op : 0;
@@ -601,8 +602,14 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 	if ((r = preflight(d, ut, &P)) < 0)
 		goto out;
 	d->nosync = !!(ut->flags & FSTX_UT_NOSYNC);
-	if ((ut->flags & FSTX_UT_WAL) && (r = wal_path(d, ut, &P)) != 1)
-		goto out;
+	if ((ut->flags & FSTX_UT_WAL) && (r = wal_path(d, ut, &P)) != 1) {
+		if (r != 2 || replanned++)
+			goto out;
+		fx_plan_free(&P);
+		P = (struct plan){ .d = d, .ops = (void *)(intptr_t)ut->ops_ptr,
+				   .nops = ut->num_ops };
+		goto again;
+	}
 	journaled = P.nsteps || wants_undo(&P);
 	/* the undo way must never be replayed over (wal.c W6) */
 	if (journaled && (r = fx_wal_checkpoint(d)) < 0)

@@ -22,44 +22,61 @@
  *      in steps of W_GROW bytes of written zeros beyond the last record, so
  *      that most records overwrite allocated blocks and their fdatasync
  *      flushes data only, not the file's size.
- *  W3. Commit: the record is written whole at the append point, then
- *      fdatasync(wal): the one barrier of the transaction and its commit
- *      point.  Nothing changes in place before that barrier returns, so
- *      power loss never finds an in-place change without its record.  If
- *      the record cannot be written or the barrier fails, its header is
- *      zeroed (the log ends before it) and nothing changes in place; a
- *      failed barrier latches the handle.  A complete record counts as committed
- *      (a process killed after writing it has told nobody otherwise).
- *  W4. Then the changes are applied in place in op order, and the hint is
- *      written (no barrier): "every record below END was applied in place
- *      during boot BOOT".  Should an in-place change fail, the transaction
- *      stays committed: the handle latches the error and recovery applies
- *      the record again.
- *  W5. Recovery, under the lock, before every transaction, reader and
- *      fstx_recover(): replay the records from the hint's END when the hint
- *      is valid and names this boot (the page cache then holds everything
- *      applied before END), else from byte 1024 (after power loss applied
- *      changes may be lost).  Replay is idempotent: a set applied twice, or
- *      over a partly applied or partly lost state, leaves the state after
- *      it, and replaying the records in order leaves the state after the
- *      last.  An entry names its file by canonical path (opened beneath the
- *      domain, no symlinks) and inode number; another inode there is
- *      -ESTALE, and a malformed entry in a record whose CRC holds -EUCLEAN:
- *      recovery stops before changing anything of that entry.  Then the
- *      hint is rewritten: the next record goes right after the last valid
- *      one.
+ *  W3. Commit: under the lock the record is written whole at the log's
+ *      end (state word PENDING, outside the CRC) and the hint's END moves
+ *      past it; then the lock is dropped for fdatasync(wal), the commit
+ *      point and the transaction's one barrier.  Writers of one domain
+ *      sync at the same time, so one flush of the device serves every
+ *      record written before it (group commit).  Nothing changes in place
+ *      before the record's barrier has returned (to its writer or to a
+ *      helper, W4), so power loss never finds an in-place change without
+ *      its record.  A record that cannot be written gets its header zeroed
+ *      (it is the last; the log ends before it).  A record whose barrier
+ *      fails is marked CANCELLED and never applied during this boot, and
+ *      the handle latches the error: after a failed barrier the disk's
+ *      state is unknown, and a recovery after power loss applies the
+ *      record if it is there.
+ *  W4. Under the lock again, the writer applies its record in place,
+ *      unless a helper did: state word APPLYING, the changes, state word
+ *      APPLIED; then the hint's APPLIED moves past the leading run of
+ *      records that are APPLIED or CANCELLED.  Appliers hold the lock
+ *      exclusively, so a record found APPLYING by the next lock holder
+ *      (writer or reader) was left half applied by a dead or failed
+ *      applier, and that holder helps before anything else.  A transaction that would touch (change or assert on) an
+ *      inode that a PENDING record of another writer changes first helps:
+ *      fdatasync(wal), apply every PENDING record in log order, mark them,
+ *      and plan again.  So records that share an inode are applied in log
+ *      order, and records on disjoint inodes commute.  Should an in-place
+ *      change fail, the record stays PENDING, the handle latches the error
+ *      and the next lock holder applies it again.
+ *  W5. Within one boot the page cache holds every applied change, and the
+ *      hint (END, APPLIED, the boot id) is the truth: a PENDING record
+ *      whose writer was killed is applied by the next helper (a
+ *      conflicting transaction, a checkpoint, fstx_recover()).  When the
+ *      hint is invalid or names another boot, power loss may have lost
+ *      applied changes: recovery replays every valid record from byte 1024
+ *      in order, whatever its state word (not durable), and sets END and
+ *      APPLIED after the last.  Replay is idempotent: a set applied twice,
+ *      or over a partly applied or partly lost state, leaves the state
+ *      after it, and replaying the records in order leaves the state after
+ *      the last.  An entry names its file by canonical path (opened
+ *      beneath the domain, no symlinks) and inode number; another inode
+ *      there is -ESTALE, and a malformed entry in a record whose CRC holds
+ *      -EUCLEAN: recovery stops before changing anything of that entry.
  *  W6. Checkpoint (the log holds more than fx_wal_max bytes of records; or
  *      before a transaction that takes the undo way of journal.c, which
- *      must not be replayed over; or fstx_recover()): syncfs (every applied
- *      change durable in place), then a new header with a new salt and a
- *      hint with END 1024 in one write, fdatasync(wal).  The old records
- *      that remain carry the old salt; a torn header empties the log;
- *      either way their changes were durable already.
- *      The first header of a new log is written the same way, and the
- *      directory .fstx/ is fsynced once so the log's name is durable.
- *  W7. Crash-only transactions (FSTX_UT_NOSYNC) skip the barrier of W3.
- *      Checkpoints keep theirs: they discard records of durable
- *      transactions.
+ *      must not be replayed over; or fstx_recover()): help (W4), syncfs
+ *      (every applied change durable in place), then a new header with a
+ *      new salt and a hint with END = APPLIED = 1024 in one write,
+ *      fdatasync(wal).  A writer that finds the salt changed when it takes
+ *      the lock back knows its record was applied.  The old records that
+ *      remain carry the old salt; a torn header empties the log; either
+ *      way their changes were durable already.  The first header of a new
+ *      log is written the same way, and the directory .fstx/ is fsynced
+ *      once so the log's name is durable.
+ *  W7. Crash-only transactions (FSTX_UT_NOSYNC) skip the barrier of W3 and
+ *      keep the lock throughout.  Checkpoints and helpers keep their
+ *      barriers: they may apply records of durable transactions.
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to
@@ -98,16 +115,21 @@ struct wfile {
 };
 
 struct whint {
-	uint64_t salt, end;
-	char boot[40];
-	uint32_t crc, pad;
+	uint64_t salt, end, applied;
+	char boot[36];
+	uint32_t crc;
 };
 
 struct wrec {
 	uint32_t magic, nent;
 	uint64_t len, salt;
-	uint32_t crc, rsv;
+	uint32_t crc;
+	uint32_t state; /* W3, W4; not covered by the CRC */
 };
+
+enum { WS_PENDING = 0, WS_APPLIED = 1, WS_CANCELLED = 2, WS_APPLYING = 3 };
+#define WS_OPEN(s) ((s) == WS_PENDING || (s) == WS_APPLYING) /* not yet applied */
+#define W_STATE_OFF offsetof(struct wrec, state)
 
 struct went {
 	uint32_t kind, plen;
@@ -186,16 +208,18 @@ static int wal_open(struct fstx_domain *d, int create, int *created)
 }
 
 static void hint_fill(struct whint *h, uint64_t salt, uint64_t end,
-		      const char *boot)
+		      uint64_t applied, const char *boot)
 {
 	memset(h, 0, sizeof(*h));
 	h->salt = salt;
 	h->end = end;
-	memcpy(h->boot, boot, 37);
+	h->applied = applied;
+	memcpy(h->boot, boot, sizeof(h->boot));
 	h->crc = fx_crc32c(0, h, sizeof(*h));
 }
 
-static int hint_write(struct fstx_domain *d, uint64_t end)
+/* The hint from d->wal_end and d->wal_applied (no barrier). */
+static int hint_write(struct fstx_domain *d)
 {
 	struct whint h;
 	char boot[37];
@@ -203,7 +227,7 @@ static int hint_write(struct fstx_domain *d, uint64_t end)
 
 	if (r < 0)
 		return r;
-	hint_fill(&h, d->wal_salt, end, boot);
+	hint_fill(&h, d->wal_salt, d->wal_end, d->wal_applied, boot);
 	return write_all(d->wal, &h, sizeof(h), W_HINT);
 }
 
@@ -223,7 +247,7 @@ static int wal_reset(struct fstx_domain *d, int created)
 			return -EIO;
 	} while (!f.salt || f.salt == d->wal_salt);
 	f.crc = fx_crc32c(0, &f, sizeof(f));
-	hint_fill(&h, f.salt, W_START, boot);
+	hint_fill(&h, f.salt, W_START, W_START, boot);
 	memset(b, 0, sizeof(b));
 	memcpy(b, &f, sizeof(f));
 	memcpy(b + W_HINT, &h, sizeof(h));
@@ -235,16 +259,17 @@ static int wal_reset(struct fstx_domain *d, int created)
 		return r;
 	}
 	d->wal_salt = f.salt;
-	d->wal_end = W_START;
+	d->wal_end = d->wal_applied = W_START;
 	return 0;
 }
 
 /*
  * Read header and hint.  Sets d->wal_salt (0: no valid header, the log is
- * empty) and *from, where replay starts (W5).  1 if a log file exists, 0
- * if none, -errno; -EUCLEAN for a header of a future version.
+ * empty), and d->wal_end and d->wal_applied from a hint of this boot (W5);
+ * *fresh is 0 when there is none (replay everything).  1 if a log file
+ * exists, 0 if none, -errno; -EUCLEAN for a header of a future version.
  */
-static int wal_load(struct fstx_domain *d, uint64_t *from)
+static int wal_load(struct fstx_domain *d, int *fresh)
 {
 	unsigned char b[W_START];
 	struct wfile f;
@@ -254,8 +279,8 @@ static int wal_load(struct fstx_domain *d, uint64_t *from)
 	int r = wal_open(d, 0, NULL);
 
 	d->wal_salt = 0;
-	d->wal_end = 0;
-	*from = W_START;
+	d->wal_end = d->wal_applied = 0;
+	*fresh = 0;
 	if (r <= 0)
 		return r;
 	if ((r = read_all(d->wal, b, sizeof(b), 0)) == -ENODATA)
@@ -277,8 +302,12 @@ static int wal_load(struct fstx_domain *d, uint64_t *from)
 	if ((r = fstx_os.boot_id(boot)) < 0)
 		return r;
 	if (fx_crc32c(0, &h, sizeof(h)) == crc && h.salt == f.salt &&
-	    h.end >= W_START && !memcmp(h.boot, boot, 37))
-		*from = h.end;
+	    h.end >= W_START && h.applied >= W_START && h.applied <= h.end &&
+	    !memcmp(h.boot, boot, sizeof(h.boot))) {
+		*fresh = 1;
+		d->wal_end = h.end;
+		d->wal_applied = h.applied;
+	}
 	return 1;
 }
 
@@ -300,6 +329,7 @@ static int rec_check(struct fstx_domain *d, uint64_t off, uint64_t size,
 		return 0;
 	z = *h;
 	z.crc = 0;
+	z.state = 0;
 	crc = fx_crc32c(0, &z, sizeof(z));
 	p = off + sizeof(*h);
 	end = p + h->len;
@@ -427,40 +457,143 @@ static int rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 	return r;
 }
 
+/* Record header at off (no CRC check); 0, or -EUCLEAN where none can be. */
+static int rec_head(struct fstx_domain *d, uint64_t off, struct wrec *h)
+{
+	int r = read_all(d->wal, h, sizeof(*h), off);
+
+	if (r == -ENODATA || (!r && (h->magic != W_REC_MAGIC || h->salt != d->wal_salt)))
+		return -EUCLEAN; /* the hint points at no record: damage */
+	return r;
+}
+
+static uint64_t rec_next(uint64_t off, const struct wrec *h)
+{
+	return off + sizeof(*h) + pad8(h->len);
+}
+
+static int set_state(struct fstx_domain *d, uint64_t off, uint32_t state)
+{
+	return write_all(d->wal, &state, sizeof(state), off + W_STATE_OFF);
+}
+
+/* Move APPLIED past records no longer PENDING, and write the hint (W4). */
+static int advance(struct fstx_domain *d)
+{
+	struct wrec h;
+	int r;
+
+	while (d->wal_applied < d->wal_end) {
+		if ((r = rec_head(d, d->wal_applied, &h)) < 0)
+			return r;
+		if (WS_OPEN(h.state))
+			break;
+		d->wal_applied = rec_next(d->wal_applied, &h);
+	}
+	return hint_write(d);
+}
+
+/* Are records open (not yet applied), half applied (APPLYING)?  0 or -errno. */
+static int scan_states(struct fstx_domain *d, int *open, int *applying)
+{
+	struct wrec h;
+	int r;
+
+	*open = 0;
+	if (applying)
+		*applying = 0;
+	for (uint64_t off = d->wal_applied; off < d->wal_end; off = rec_next(off, &h)) {
+		if ((r = rec_head(d, off, &h)) < 0)
+			return r;
+		*open |= WS_OPEN(h.state);
+		if (applying)
+			*applying |= h.state == WS_APPLYING;
+	}
+	return 0;
+}
+
+/* Help (W4): make every open record durable, apply it, mark it. */
+static int wal_help(struct fstx_domain *d)
+{
+	unsigned char *buf = NULL;
+	uint64_t off, size;
+	struct stat st;
+	struct wrec h;
+	int r, any = 0;
+
+	if ((r = scan_states(d, &any, NULL)) < 0)
+		return r;
+	if (!any)
+		return 0;
+	if ((r = fstx_os.fdatasync(d->wal)) < 0) {
+		d->latched = r;
+		return r;
+	}
+	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
+		return r;
+	size = (uint64_t)st.st_size;
+	if (!(buf = malloc(W_CHUNK)))
+		return -ENOMEM;
+	for (off = d->wal_applied; off < d->wal_end; off = rec_next(off, &h)) {
+		if ((r = rec_check(d, off, size, &h, buf)) <= 0) {
+			r = r < 0 ? r : -EUCLEAN;
+			goto out;
+		}
+		if (!WS_OPEN(h.state))
+			continue;
+		if ((r = set_state(d, off, WS_APPLYING)) < 0 ||
+		    (r = rec_replay(d, off, &h, buf)) < 0 ||
+		    (r = set_state(d, off, WS_APPLIED)) < 0)
+			goto out;
+	}
+	r = advance(d);
+out:
+	free(buf);
+	return r < 0 ? r : 1;
+}
+
+/*
+ * Replay every valid record from the start (W5), when no hint of this
+ * boot says what was applied.  1 replayed something, 0 nothing, -errno.
+ */
 int fx_wal_recover(struct fstx_domain *d)
 {
-	uint64_t from, off, size, hinted;
+	uint64_t off, size;
 	unsigned char *buf = NULL;
 	struct stat st;
 	struct wrec h;
 	long n = 0;
-	int r, v;
+	int r, v, fresh;
 
-	if ((r = wal_load(d, &from)) <= 0 || !d->wal_salt)
+	if ((r = wal_load(d, &fresh)) <= 0 || !d->wal_salt)
 		return r < 0 ? r : 0;
+	if (fresh) { /* this boot: only a half-applied record needs work */
+		int open, applying;
+
+		if ((r = scan_states(d, &open, &applying)) < 0)
+			return r;
+		return applying ? wal_help(d) : 0;
+	}
 	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
 		return r;
 	size = (uint64_t)st.st_size;
-	hinted = from;
-	if (from > size)
-		from = W_START; /* cut behind the hint's back: trust nothing */
 	buf = malloc(W_CHUNK);
 	if (!buf)
 		return -ENOMEM;
-	off = from;
+	off = W_START;
 	while ((v = rec_check(d, off, size, &h, buf)) == 1) {
 		if ((r = rec_replay(d, off, &h, buf)) < 0)
 			goto out;
-		off += sizeof(h) + pad8(h.len);
+		off = rec_next(off, &h);
 		if (off > size)
 			off = size;
 		n++;
 	}
 	if ((r = v) < 0)
 		goto out;
-	if ((n || off != hinted) && (r = hint_write(d, off)) < 0)
+	d->wal_end = d->wal_applied = off;
+	if ((r = hint_write(d)) < 0)
 		goto out;
-	d->wal_end = off;
 	r = n > 0;
 out:
 	free(buf);
@@ -469,21 +602,24 @@ out:
 
 int fx_wal_pending(struct fstx_domain *d)
 {
-	uint64_t from;
 	struct stat st;
 	struct wrec h;
 	unsigned char *buf;
-	int r;
+	int r, fresh;
 
-	if ((r = wal_load(d, &from)) <= 0 || !d->wal_salt)
+	if ((r = wal_load(d, &fresh)) <= 0 || !d->wal_salt)
 		return r < 0 ? r : 0;
+	if (fresh) {
+		int open, applying;
+
+		r = scan_states(d, &open, &applying);
+		return r < 0 ? r : applying;
+	}
 	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
 		return r;
-	if (from > (uint64_t)st.st_size)
-		return 1;
 	if (!(buf = malloc(W_CHUNK)))
 		return -ENOMEM;
-	r = rec_check(d, from, (uint64_t)st.st_size, &h, buf);
+	r = rec_check(d, W_START, (uint64_t)st.st_size, &h, buf);
 	free(buf);
 	return r;
 }
@@ -499,12 +635,16 @@ int fx_wal_checkpoint(struct fstx_domain *d)
 
 	if (d->wal < 0 || d->wal_end <= W_START)
 		return 0;
+	int helped = wal_help(d);
+
+	if (helped < 0)
+		return helped;
 	if ((r = fstx_os.syncfs(d->root)) < 0) {
 		d->latched = r;
 		return r;
 	}
 	r = wal_reset(d, 0);
-	return r < 0 ? r : 1;
+	return r < 0 ? r : 1 + helped;
 }
 
 /* ---- commit ------------------------------------------------------------ */
@@ -554,7 +694,7 @@ static void wb_pad(struct wbuf *w)
 }
 
 /* The change op i makes, as an entry (0 if none); sizes in *e. */
-static int entry_of(const struct plan *P, size_t i, const int *slot_op,
+static int entry_of(const struct plan *P, size_t i, const int *tgt,
 		    const uint64_t *ino, struct went *e, const char **path,
 		    const void **data)
 {
@@ -565,8 +705,8 @@ static int entry_of(const struct plan *P, size_t i, const int *slot_op,
 	case BTRFS_IOC_UT_OP_PWRITE:
 		if (!op->args[2])
 			return 0;
-		*path = P->pops[slot_op[op->args[0]]].cpath;
-		e->ino = ino[slot_op[op->args[0]]];
+		*path = P->pops[tgt[i]].cpath;
+		e->ino = ino[tgt[i]];
 		e->kind = W_PWRITE;
 		e->a = (uint64_t)op->args[3];
 		e->b = (uint64_t)op->args[2];
@@ -601,7 +741,7 @@ static uint64_t entry_size(const struct went *e)
 
 /* Open the files the ops change (before the commit point). */
 static int open_targets(struct fstx_domain *d, const struct plan *P,
-			int *fds, uint64_t *ino, int *slot_op)
+			int *fds, uint64_t *ino, int *slot_op, int *tgt)
 {
 	for (size_t i = 0; i < P->nops; i++) {
 		const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
@@ -610,6 +750,9 @@ static int open_targets(struct fstx_domain *d, const struct plan *P,
 		struct stat st;
 
 		switch (op->op) {
+		case BTRFS_IOC_UT_OP_PWRITE: /* slots are reused: map it now */
+			tgt[i] = slot_op[op->args[0]];
+			continue;
 		case BTRFS_IOC_UT_OP_OPEN:
 			slot_op[op->args[3]] = (int)i;
 			if ((op->args[1] & O_ACCMODE) == O_RDONLY)
@@ -640,7 +783,7 @@ static int open_targets(struct fstx_domain *d, const struct plan *P,
 
 /* Write the record at d->wal_end (W2, W3); its end in *end. */
 static int write_record(struct fstx_domain *d, const struct plan *P,
-			const int *slot_op, const uint64_t *ino, uint64_t *end)
+			const int *tgt, const uint64_t *ino, uint64_t *end)
 {
 	struct wrec h = { .magic = W_REC_MAGIC, .salt = d->wal_salt };
 	struct wbuf w = { .fd = d->wal, .off = d->wal_end + sizeof(h) };
@@ -650,7 +793,7 @@ static int write_record(struct fstx_domain *d, const struct plan *P,
 	int r;
 
 	for (size_t i = 0; i < P->nops; i++)
-		if (entry_of(P, i, slot_op, ino, &e, &path, &data)) {
+		if (entry_of(P, i, tgt, ino, &e, &path, &data)) {
 			h.nent++;
 			h.len += entry_size(&e);
 		}
@@ -658,7 +801,7 @@ static int write_record(struct fstx_domain *d, const struct plan *P,
 	if (!(w.buf = malloc(W_BUF)))
 		return -ENOMEM;
 	for (size_t i = 0; i < P->nops && !w.err; i++) {
-		if (!entry_of(P, i, slot_op, ino, &e, &path, &data))
+		if (!entry_of(P, i, tgt, ino, &e, &path, &data))
 			continue;
 		wb_put(&w, &e, sizeof(e));
 		wb_put(&w, path, e.plen);
@@ -681,7 +824,7 @@ static int write_record(struct fstx_domain *d, const struct plan *P,
 
 /* Apply op i in place (W4). */
 static int64_t apply_op(const struct plan *P, size_t i, const int *fds,
-			const int *slot_op)
+			const int *tgt)
 {
 	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
 
@@ -689,7 +832,7 @@ static int64_t apply_op(const struct plan *P, size_t i, const int *fds,
 	case BTRFS_IOC_UT_OP_PWRITE:
 		if (!op->args[2])
 			return 0;
-		return write_all(fds[slot_op[op->args[0]]], ARGP(op, 1),
+		return write_all(fds[tgt[i]], ARGP(op, 1),
 				 (size_t)op->args[2], (uint64_t)op->args[3]);
 	case BTRFS_IOC_UT_OP_TRUNCATE:
 		return fstx_os.ftruncate(fds[i], (off_t)op->args[1]);
@@ -722,25 +865,150 @@ static int grow(struct fstx_domain *d, uint64_t end)
 	return r;
 }
 
+/* Does a PENDING record change an inode of set?  1, 0, -errno (W4). */
+static int wal_conflicts(struct fstx_domain *d, const uint64_t *set, size_t n)
+{
+	struct wrec h;
+	struct went e;
+	int r;
+
+	for (uint64_t off = d->wal_applied; off < d->wal_end; off = rec_next(off, &h)) {
+		uint64_t p = off + sizeof(h), end;
+
+		if ((r = rec_head(d, off, &h)) < 0)
+			return r;
+		if (!WS_OPEN(h.state))
+			continue;
+		end = p + h.len;
+		for (uint32_t k = 0; k < h.nent; k++) {
+			if (end - p < sizeof(e) || read_all(d->wal, &e, sizeof(e), p) < 0)
+				return -EUCLEAN;
+			for (size_t j = 0; j < n; j++)
+				if (set[j] && set[j] == e.ino)
+					return 1;
+			p = pad8(p + sizeof(e) + e.plen + e.nlen +
+				 (e.kind == W_TRUNC ? 0 : e.b));
+			if (p > end)
+				return -EUCLEAN;
+		}
+	}
+	return 0;
+}
+
+/* The inodes the transaction changes or asserts on, into ino[] (W4). */
+static void assert_inodes(struct fstx_domain *d, const struct plan *P,
+			  uint64_t *ino)
+{
+	for (size_t i = 0; i < P->nops; i++) {
+		uint32_t op = (uint32_t)P->ops[i].op;
+		struct stat st;
+
+		if ((op == FSTX_OP_ASSERT_DATA || op == FSTX_OP_ASSERT_XATTR) &&
+		    P->pops[i].cpath && fx_lstat(d, P->pops[i].cpath, &st) == 0)
+			ino[i] = (uint64_t)st.st_ino;
+	}
+}
+
+/*
+ * Append the record at the log's end under the lock (W3).  0 appended
+ * (its offset in *at), or -errno with nothing appended.
+ */
+static int append(struct fstx_domain *d, const struct plan *P,
+		  const int *tgt, const uint64_t *ino, uint64_t *at)
+{
+	uint64_t end = 0;
+	int r;
+
+	*at = d->wal_end;
+	if ((r = write_record(d, P, tgt, ino, &end)) < 0 ||
+	    (r = grow(d, end)) < 0)
+		goto undo;
+	d->wal_end = end;
+	if ((r = hint_write(d)) < 0) {
+		d->wal_end = *at;
+		goto undo;
+	}
+	return 0;
+undo:
+	if (write_all(d->wal, zero_hdr, sizeof(zero_hdr), *at) < 0)
+		d->latched = d->latched ? d->latched : -EIO;
+	return r;
+}
+
+/* Apply the ops in place (W4); ops' results from res.  0 or -errno. */
+static long apply_all(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
+		      const struct plan *P, const int64_t *res, const int *fds,
+		      const int *tgt)
+{
+	struct btrfs_ioctl_usertrans_op *ops = (void *)(intptr_t)ut->ops_ptr;
+
+	for (size_t i = 0; i < P->nops; i++) {
+		int64_t got = apply_op(P, i, fds, tgt);
+
+		if (got < 0) {
+			ops[i].rval = got;
+			ut->ops_completed = i;
+			d->failed_op = (long)i;
+			d->latched = (int)got;
+			return got;
+		}
+		ops[i].rval = res[i];
+	}
+	ut->ops_completed = P->nops;
+	return 0;
+}
+
+/* The results of a transaction a helper applied. */
+static void results(struct btrfs_ioctl_usertrans *ut, const struct plan *P,
+		    const int64_t *res)
+{
+	struct btrfs_ioctl_usertrans_op *ops = (void *)(intptr_t)ut->ops_ptr;
+
+	for (size_t i = 0; i < P->nops; i++)
+		ops[i].rval = res[i];
+	ut->ops_completed = P->nops;
+}
+
+/*
+ * After the barrier, under the lock again: was the record at `at` (salt
+ * `salt`) applied by a helper?  1 yes, 0 no (it is PENDING), -errno.
+ */
+static int applied_meanwhile(struct fstx_domain *d, uint64_t at, uint64_t salt)
+{
+	struct wrec h;
+	int fresh, r = wal_load(d, &fresh);
+
+	if (r < 0)
+		return r;
+	if (d->wal_salt != salt)
+		return 1; /* checkpointed: every record was applied first (W6) */
+	if (!fresh || at < W_START || at >= d->wal_end)
+		return -EUCLEAN;
+	if ((r = rec_head(d, at, &h)) < 0)
+		return r;
+	return h.state == WS_APPLIED ? 1 : h.state == WS_PENDING ? 0 : -EUCLEAN;
+	/* (APPLYING here: a helper died applying it and its recovery failed) */
+}
+
 long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		   const struct plan *P, const int64_t *res)
 {
-	struct btrfs_ioctl_usertrans_op *ops = (void *)(intptr_t)ut->ops_ptr;
 	size_t n = P->nops ? P->nops : 1;
 	int *fds = malloc(n * sizeof(int));
 	int *slot_op = calloc(ut->num_fds ? ut->num_fds : 1, sizeof(int));
-	uint64_t *ino = calloc(n, sizeof(uint64_t)), end = 0;
-	int created = 0;
+	int *tgt = calloc(n, sizeof(int)); /* pwrite: index of its open */
+	uint64_t *ino = calloc(n, sizeof(uint64_t)), at, salt;
+	int created = 0, rs = 0;
 	long r;
 	size_t i;
 
 	r = -ENOMEM;
-	if (!fds || !slot_op || !ino)
+	if (!fds || !slot_op || !tgt || !ino)
 		goto out;
 	for (i = 0; i < n; i++)
 		fds[i] = -1;
 	/* Anything unexpected before the commit point: decline (undo way). */
-	if (open_targets(d, P, fds, ino, slot_op) < 0) {
+	if (open_targets(d, P, fds, ino, slot_op, tgt) < 0) {
 		r = 1;
 		goto out;
 	}
@@ -748,33 +1016,48 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		goto out;
 	if (!d->wal_salt && (r = wal_reset(d, created)) < 0)
 		goto out;
-	if ((r = write_record(d, P, slot_op, ino, &end)) < 0 ||
-	    (r = grow(d, end)) < 0 ||
-	    (!d->nosync && (r = fstx_os.fdatasync(d->wal)) < 0)) {
-		if (r != -ENOMEM && r != -ENOSPC && r != -EDQUOT)
-			d->latched = r; /* the log's state is unknown */
-		if (write_all(d->wal, zero_hdr, sizeof(zero_hdr), d->wal_end) < 0)
-			d->latched = d->latched ? d->latched : -EIO;
+	assert_inodes(d, P, ino);
+	if ((r = wal_conflicts(d, ino, n)) != 0) {
+		if (r > 0 && (r = wal_help(d)) >= 0)
+			r = 2; /* the tree moved on: plan again */
 		goto out;
 	}
-	/* Committed (W3).  Apply in place (W4). */
-	for (i = 0; i < P->nops; i++) {
-		int64_t got = apply_op(P, i, fds, slot_op);
-
-		if (got < 0) {
-			ops[i].rval = got;
-			ut->ops_completed = i;
-			d->failed_op = (long)i;
-			d->latched = (int)got;
-			r = got;
+	if ((r = append(d, P, tgt, ino, &at)) < 0)
+		goto out;
+	salt = d->wal_salt;
+	if (!d->nosync) {
+		/* W3: sync with the lock dropped, so others append meanwhile */
+		fx_unlock(d);
+		rs = fstx_os.fdatasync(d->wal);
+		if ((r = fx_lock(d)) < 0) {
+			d->latched = (int)r; /* the record stays PENDING for a helper */
 			goto out;
 		}
-		ops[i].rval = res[i];
+		if ((r = applied_meanwhile(d, at, salt)) != 0) {
+			if (r > 0)
+				results(ut, P, res);
+			r = r > 0 ? 0 : r;
+			goto out;
+		}
+		if (rs < 0) {
+			d->latched = rs;
+			r = set_state(d, at, WS_CANCELLED);
+			r = r < 0 ? r : advance(d);
+			r = rs;
+			goto out;
+		}
 	}
-	ut->ops_completed = P->nops;
-	r = hint_write(d, end);
-	d->wal_end = end;
-	if (r == 0 && end - W_START > fx_wal_max)
+	/* Committed (W3).  Apply in place (W4). */
+	if ((r = set_state(d, at, WS_APPLYING)) < 0) {
+		d->latched = (int)r; /* still PENDING: the next helper applies it */
+		goto out;
+	}
+	if ((r = apply_all(d, ut, P, res, fds, tgt)) < 0)
+		goto out;
+	r = set_state(d, at, WS_APPLIED);
+	if (r == 0)
+		r = advance(d);
+	if (r == 0 && d->wal_end - W_START > fx_wal_max)
 		r = fx_wal_checkpoint(d);
 	if (r < 0 && !d->latched)
 		d->latched = (int)r;
@@ -785,6 +1068,7 @@ out:
 			fstx_os.close(fds[i]);
 	free(fds);
 	free(slot_op);
+	free(tgt);
 	free(ino);
 	return r;
 }
