@@ -13,7 +13,7 @@ ALL_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -fPIC $(CFLAGS)
 B := build$(if $(SAN),-san)
 
 LIB_SRC := src/os.c src/crc32c.c src/domain.c src/journal.c src/plan.c \
-	   src/trans.c src/api.c src/txtext.c src/fsfacts.c src/wal.c
+	   src/trans.c src/api.c src/txtext.c src/fsfacts.c src/wal.c src/itx.c
 LIB_OBJ := $(LIB_SRC:src/%.c=$(B)/%.o)
 SOVER := 0
 VERSION := $(shell sed -n 's/^\#define FSTX_VERSION_STRING "\(.*\)"/\1/p' include/fstx.h)
@@ -25,7 +25,7 @@ PCDIR ?= $(LIBDIR)/pkgconfig
 INSTALL ?= install
 
 TESTS := test_abi test_ops test_rollback test_crash test_txtext test_powerloss test_large test_journal \
-	test_race test_bank test_wal
+	test_race test_bank test_wal test_itx
 TEST_BIN := $(TESTS:%=$(B)/%)
 
 all: $(B)/libfstx.a $(B)/libfstx.so.$(SOVER) $(B)/fstx

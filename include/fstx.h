@@ -98,8 +98,8 @@ extern "C" {
 #define FSTX_UT_NOSYNC (1ULL << 17)
 /*
  * Write-ahead durability (transaction flag).  A transaction that only
- * overwrites existing files in place (open without O_CREAT-ing, O_TRUNC or
- * O_APPEND; pwrite; truncate; setxattr of a user.* xattr of at most 1 KiB
+ * overwrites existing files in place (open without creating or O_APPEND;
+ * pwrite; truncate, also by O_TRUNC; setxattr of a user.* xattr of at most 1 KiB
  * with flags 0; compare ops) and whose every op is predicted to succeed is
  * committed by one record in DIR/.fstx/wal and one fdatasync of it (the
  * commit point), then applied in place; a later checkpoint (syncfs) makes
@@ -208,6 +208,31 @@ int fstx_tx_commit(fstx_tx *tx);
 size_t fstx_tx_num_ops(const fstx_tx *tx);
 int64_t fstx_tx_result(const fstx_tx *tx, size_t op); /* rval after commit */
 long fstx_tx_failed_op(const fstx_tx *tx);           /* index, or -1 */
+
+/*
+ * Interactive transactions.  fstx_begin() makes a transaction whose ops are
+ * added with the builders above, one call at a time, and read back at once
+ * by the same transaction: fstx_read() and fstx_stat() answer with the tree
+ * as the ops so far will leave it (read-your-writes).  fstx_commit() runs
+ * them all or nothing, like fstx_tx_commit(); fstx_abort() drops them.  The
+ * tree changes only at commit, so a process that dies first has changed
+ * nothing.  Every read adds a compare op for what it read of the tree
+ * before the transaction, so commit fails with -ECANCELED, changing
+ * nothing, if another writer changed it (optimistic, serialisable; a later
+ * read fails with -ECANCELED as soon as an earlier one no longer holds).
+ * Nothing is locked between calls: an open transaction blocks nobody.  It
+ * lives lease_ms milliseconds (0: 30000); after that every call but
+ * fstx_tx_free() fails with -ETIMEDOUT.  fstx_read() copies len bytes at
+ * off (returns how many; 0 past the end); fstx_stat() fills st_mode's type
+ * and st_size only.  Free the handle with fstx_tx_free().
+ */
+int fstx_begin(fstx_domain *d, unsigned lease_ms, fstx_tx **out);
+ssize_t fstx_read(fstx_tx *tx, const char *path, void *buf, size_t len,
+		  off_t off);
+struct stat;
+int fstx_stat(fstx_tx *tx, const char *path, struct stat *st);
+int fstx_commit(fstx_tx *tx);
+int fstx_abort(fstx_tx *tx);
 
 /* "open", "pwrite", ... for an op number; "?" if unknown. */
 const char *fstx_op_name(uint64_t op);

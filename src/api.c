@@ -13,20 +13,6 @@
 #include <sys/stat.h>
 #include <stdio.h>
 
-struct fstx_tx {
-	fstx_domain *d;
-	struct btrfs_ioctl_usertrans_op *ops;
-	size_t nops, cops;
-	char **strs; /* copies of paths and names, freed with the tx */
-	size_t nstrs, cstrs;
-	int nextfd, maxfd;
-	uint8_t *live;   /* live[i]: slot i opened and not yet closed */
-	int *freefds;    /* closed slots, reused by the next open (LIFO) */
-	int nfree;
-	uint64_t flags, data_bytes, metadata_ops;
-	long failed;
-	int committed;
-};
 
 int fstx_domain_openfd(int dirfd, fstx_domain **out)
 {
@@ -198,26 +184,32 @@ void fstx_tx_free(fstx_tx *tx)
 	free(tx);
 }
 
-static int64_t keep(fstx_tx *tx, const char *s)
+/* A copy of n bytes (and a NUL) owned by tx; its address, or -1. */
+int64_t fx_tx_keep(fstx_tx *tx, const void *p, size_t n)
 {
 	char *c;
 
-	if (!s)
-		return 0;
 	if (tx->nstrs == tx->cstrs) {
-		size_t n = tx->cstrs ? 2 * tx->cstrs : 16;
-		char **ns = realloc(tx->strs, n * sizeof(*ns));
+		size_t cap = tx->cstrs ? 2 * tx->cstrs : 16;
+		char **ns = realloc(tx->strs, cap * sizeof(*ns));
 
 		if (!ns)
 			return -1;
 		tx->strs = ns;
-		tx->cstrs = n;
+		tx->cstrs = cap;
 	}
-	c = strdup(s);
+	c = malloc(n + 1);
 	if (!c)
 		return -1;
+	memcpy(c, p, n);
+	c[n] = 0;
 	tx->strs[tx->nstrs++] = c;
 	return (int64_t)(intptr_t)c;
+}
+
+static int64_t keep(fstx_tx *tx, const char *s)
+{
+	return s ? fx_tx_keep(tx, s, strlen(s)) : 0;
 }
 
 static struct btrfs_ioctl_usertrans_op *add(fstx_tx *tx, uint64_t opn)

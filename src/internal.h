@@ -143,6 +143,26 @@ uint64_t fx_wal_bytes(struct fstx_domain *d);
 /* The log is checkpointed once its records pass this many bytes. */
 extern uint64_t fx_wal_max;
 
+/* ---- api.c: the transaction handle (itx.c reads it too) ---- */
+struct fstx_tx {
+	fstx_domain *d;
+	struct btrfs_ioctl_usertrans_op *ops;
+	size_t nops, cops;
+	char **strs; /* copies of paths and names, freed with the tx */
+	size_t nstrs, cstrs;
+	int nextfd, maxfd;
+	uint8_t *live;   /* live[i]: slot i opened and not yet closed */
+	int *freefds;    /* closed slots, reused by the next open (LIFO) */
+	int nfree;
+	uint64_t flags, data_bytes, metadata_ops;
+	long failed;
+	int committed;
+	int interactive;     /* made by fstx_begin() (itx.c) */
+	uint64_t deadline;   /* interactive: CLOCK_MONOTONIC ns of the lease's end */
+};
+
+int64_t fx_tx_keep(fstx_tx *tx, const void *p, size_t n);
+
 /* ---- trans.c ---- */
 struct btrfs_ioctl_usertrans;
 long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut);

@@ -689,6 +689,27 @@ static int resolve(struct plan *P, struct pop *po, const char *path,
 	return r < 0 ? r : lookup(P, *out, n);
 }
 
+/* The identity of n's object for pop.obj. */
+static int64_t node_obj(const struct node *n)
+{
+	return n->state == N_INIT ? (int64_t)n->ino :
+	       n->state == N_NEW ? -(int64_t)n->newid : 0;
+}
+
+int fx_plan_lookup(struct plan *P, const char *path, struct node *n,
+		   char **cpath)
+{
+	int r = canon(P, path, 1, cpath);
+
+	memset(n, 0, sizeof(*n));
+	return r < 0 ? r : lookup(P, *cpath, n);
+}
+
+void fx_node_free(struct node *n)
+{
+	node_free(n);
+}
+
 /* Make p a new object of kind made in staging by step kind. */
 static int plan_create(struct plan *P, size_t i, const char *p, int kind,
 		       uint32_t stkind, uint32_t mode, const char *src,
@@ -739,8 +760,10 @@ static int plan_open(struct plan *P, size_t i, struct pop *po)
 			po->create = 1;
 			r = plan_create(P, i, po->cpath, K_FILE, FX_ST_MKFILE,
 					(uint32_t)op->args[2] & 07777, NULL, NULL);
+			po->obj = -(int64_t)P->newid;
 			*s = (struct pslot){ .live = 1, .kind = K_FILE, .cap = -1,
-					     .append = !!(flags & O_APPEND) };
+					     .append = !!(flags & O_APPEND),
+					     .obj = po->obj };
 		}
 		goto out;
 	}
@@ -754,8 +777,9 @@ static int plan_open(struct plan *P, size_t i, struct pop *po)
 		r = -ENOTDIR;
 	if (r)
 		goto out;
+	po->obj = node_obj(&n);
 	*s = (struct pslot){ .live = 1, .kind = n.kind, .cap = -1,
-			     .append = !!(flags & O_APPEND) };
+			     .append = !!(flags & O_APPEND), .obj = po->obj };
 	if (n.state == N_INIT) {
 		po->check_ino = 1;
 		po->ino = n.ino;
@@ -804,6 +828,8 @@ static int plan_pathdata(struct plan *P, size_t i, struct pop *po)
 	r = n.state == N_ABSENT ? -ENOENT : n.kind == K_OTHER ? -EPERM : 0;
 	if (!r && op->op == BTRFS_IOC_UT_OP_TRUNCATE && n.kind == K_DIR)
 		r = -EISDIR;
+	if (!r)
+		po->obj = node_obj(&n);
 	if (r || n.state != N_INIT)
 		goto out;
 	if ((ci = cap_of(P, &n)) < 0) {
@@ -1016,10 +1042,13 @@ static int plan_op(struct plan *P, size_t i)
 		P->slots[op->args[0]].live = 0;
 		break;
 	case BTRFS_IOC_UT_OP_PWRITE:
+		po->obj = P->slots[op->args[0]].obj;
+		po->append = P->slots[op->args[0]].append;
 		r = plan_write(P, op->args[0], (uint64_t)op->args[3],
 			       (uint64_t)op->args[2]);
 		break;
 	case BTRFS_IOC_UT_OP_CLONERANGE:
+		po->obj = P->slots[op->args[0]].obj;
 		r = plan_write(P, op->args[0], (uint64_t)op->args[4],
 			       op->args[3] ? (uint64_t)op->args[3] : UINT64_MAX);
 		break;

@@ -31,9 +31,12 @@ struct pop {
 	int create;        /* open: staged creation (steps: MKFILE, MOVE) */
 	int check_ino;     /* open: the file must have inode ino */
 	uint64_t ino;
+	int64_t obj;       /* the object whose data the op may change: its
+			      inode (initial objects) or -newid (new ones) */
+	int append;        /* pwrite: the slot was opened O_APPEND */
 };
 
-struct pslot { int live, kind, cap, append; };
+struct pslot { int live, kind, cap, append; int64_t obj; };
 
 struct plan {
 	struct fstx_domain *d;
@@ -55,6 +58,11 @@ struct plan {
 };
 
 int fx_plan_build(struct plan *P);
+/* After fx_plan_build: what path names once every op has run (symlinks
+ * followed as the kernel would); *cpath gets its canonical path. */
+int fx_plan_lookup(struct plan *P, const char *path, struct node *n,
+		   char **cpath);
+void fx_node_free(struct node *n);
 /*
  * wal.c: commit an eligible transaction through the log (rules W1-W4);
  * res holds every op's predicted result.  0 committed, 1 declined (nothing

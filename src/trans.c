@@ -418,8 +418,8 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 		res[i] = 0;
 		switch (op->op) {
 		case BTRFS_IOC_UT_OP_OPEN:
-			if (P->pops[i].create || !P->pops[i].check_ino ||
-			    (a[1] & (O_TRUNC | O_APPEND)))
+			if (P->pops[i].create || !P->pops[i].check_ino || (a[1] & O_APPEND) ||
+			    ((a[1] & O_TRUNC) && (a[1] & O_ACCMODE) == O_RDONLY))
 				goto out;
 			wr[a[3]] = (a[1] & O_ACCMODE) != O_RDONLY;
 			res[i] = a[3];

@@ -7,7 +7,8 @@
  *  W1. A transaction takes this path only when trans.c finds it eligible:
  *      no name step, every op predicted to succeed (no FAIL_ON fires), and
  *      its changes are pwrites at fixed offsets into existing regular files,
- *      truncates of them, and setxattr (flags 0) of small user.* xattrs.
+ *      truncates of them (also by O_TRUNC), and setxattr (flags 0) of
+ *      small user.* xattrs.
  *      Each such change is a "set": the bytes, the size or the xattr value
  *      it leaves do not depend on what was there before.
  *  W2. Layout: sector 0 holds the header (magic "FSTXWAL1", version, salt,
@@ -702,6 +703,14 @@ static int entry_of(const struct plan *P, size_t i, const int *tgt,
 
 	memset(e, 0, sizeof(*e));
 	switch (op->op) {
+	case BTRFS_IOC_UT_OP_OPEN: /* O_TRUNC: a truncate to 0 */
+		if (!(op->args[1] & O_TRUNC))
+			return 0;
+		*path = P->pops[i].cpath;
+		e->ino = ino[i];
+		e->kind = W_TRUNC;
+		*data = NULL;
+		break;
 	case BTRFS_IOC_UT_OP_PWRITE:
 		if (!op->args[2])
 			return 0;
@@ -829,6 +838,8 @@ static int64_t apply_op(const struct plan *P, size_t i, const int *fds,
 	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
 
 	switch (op->op) {
+	case BTRFS_IOC_UT_OP_OPEN:
+		return op->args[1] & O_TRUNC ? fstx_os.ftruncate(fds[i], 0) : 0;
 	case BTRFS_IOC_UT_OP_PWRITE:
 		if (!op->args[2])
 			return 0;
