@@ -36,7 +36,7 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 {
 	int created = 0, r, fd;
 
-	d->root = d->meta = d->lockfd = d->jfd = d->wal = -1;
+	d->root = d->meta = d->lockfd = d->jfd = d->wal = d->walsync = -1;
 	d->wal_end = d->wal_applied = d->wal_salt = 0;
 	d->latched = 0;
 	d->nosync = 0;
@@ -73,6 +73,18 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 		goto fail;
 	}
 	d->jfd = fd;
+	/* the write-ahead log (wal.c): its name made durable with the rest */
+	fd = fstx_os.openat2(d->meta, "wal", O_RDWR, 0, FX_RESOLVE);
+	if (fd == -ENOENT) {
+		fd = fstx_os.openat2(d->meta, "wal", O_RDWR | O_CREAT, 0600,
+				     FX_RESOLVE);
+		created = 1;
+	}
+	if (fd < 0) {
+		r = fd;
+		goto fail;
+	}
+	d->wal = fd;
 	fx_fs_detect(d);
 	if (created) {
 		/* New names must be durable before a journal relies on them. */
@@ -88,7 +100,8 @@ fail:
 
 void fx_domain_fini(struct fstx_domain *d)
 {
-	int *fds[] = { &d->wal, &d->jfd, &d->lockfd, &d->meta, &d->root };
+	int *fds[] = { &d->walsync, &d->wal, &d->jfd, &d->lockfd, &d->meta,
+		       &d->root };
 
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
 		if (*fds[i] >= 0)

@@ -28,7 +28,8 @@ struct fstx_domain {
 	uint64_t jend;  /* journal: end of the planned segment */
 	uint32_t jseq;  /* journal: sequence number after END */
 	long mark;      /* progress mark step number, -1: none */
-	int wal;        /* DIR/.fstx/wal (wal.c), opened when first needed; -1 */
+	int wal;        /* DIR/.fstx/wal (wal.c) */
+	int walsync;    /* DIR/.fstx/walsync: group commit (wal.c W3); -1 until used */
 	uint64_t wal_end;  /* wal: append point, read under the lock; 0: no log */
 	uint64_t wal_applied; /* wal: records below are applied in place */
 	uint64_t wal_salt; /* wal: salt of the current header */
@@ -142,6 +143,8 @@ int fx_wal_checkpoint(struct fstx_domain *d);
 uint64_t fx_wal_bytes(struct fstx_domain *d);
 /* The log is checkpointed once its records pass this many bytes. */
 extern uint64_t fx_wal_max;
+/* Transactions writing more data than this take the undo way. */
+extern uint64_t fx_wal_large;
 
 /* ---- api.c: the transaction handle (itx.c reads it too) ---- */
 struct fstx_tx {

@@ -404,6 +404,7 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 {
 	const struct btrfs_ioctl_usertrans_op *ops = P->ops;
 	uint8_t *wr = calloc(ut->num_fds ? ut->num_fds : 1, 1);
+	uint64_t bytes = 0;
 	int ok = 0;
 	size_t i;
 
@@ -428,6 +429,7 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 			if (!wr[a[0]] || (uint64_t)a[3] + (uint64_t)a[2] > WAL_MAX_OFF)
 				goto out;
 			res[i] = a[2];
+			bytes += (uint64_t)a[2];
 			break;
 		case BTRFS_IOC_UT_OP_TRUNCATE:
 			if ((uint64_t)a[1] > WAL_MAX_OFF)
@@ -450,7 +452,8 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 		if (op_fails(op, ut->flags, res[i], op->rval))
 			goto out;
 	}
-	ok = 1;
+	/* large data: the undo way writes it once (and clones before-images) */
+	ok = bytes <= fx_wal_large;
 out:
 	free(wr);
 	return ok;

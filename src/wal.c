@@ -5,7 +5,8 @@
  * Rules.  Each is relied on by recovery; a change to one is a format change.
  *
  *  W1. A transaction takes this path only when trans.c finds it eligible:
- *      no name step, every op predicted to succeed (no FAIL_ON fires), and
+ *      no name step, every op predicted to succeed (no FAIL_ON fires), at
+ *      most fx_wal_large bytes of data (more is cheaper the undo way), and
  *      its changes are pwrites at fixed offsets into existing regular files,
  *      truncates of them (also by O_TRUNC), and setxattr (flags 0) of
  *      small user.* xattrs.
@@ -26,9 +27,9 @@
  *  W3. Commit: under the lock the record is written whole at the log's
  *      end (state word PENDING, outside the CRC) and the hint's END moves
  *      past it; then the lock is dropped for fdatasync(wal), the commit
- *      point and the transaction's one barrier.  Writers of one domain
- *      sync at the same time, so one flush of the device serves every
- *      record written before it (group commit).  Nothing changes in place
+ *      point and the transaction's one barrier.  Writers queue for it on
+ *      the flock of .fstx/walsync, and one fdatasync serves every record
+ *      written before it began (group commit, see group_sync()).  Nothing changes in place
  *      before the record's barrier has returned (to its writer or to a
  *      helper, W4), so power loss never finds an in-place change without
  *      its record.  A record that cannot be written gets its header zeroed
@@ -91,6 +92,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 
@@ -144,6 +146,7 @@ _Static_assert(sizeof(struct wrec) == 32, "wal record header");
 _Static_assert(sizeof(struct went) == 40, "wal entry header");
 
 uint64_t fx_wal_max = 4u << 20;
+uint64_t fx_wal_large = 1u << 20;
 
 static uint64_t pad8(uint64_t n)
 {
@@ -232,7 +235,12 @@ static int hint_write(struct fstx_domain *d)
 	return write_all(d->wal, &h, sizeof(h), W_HINT);
 }
 
-/* A new, empty log with a new salt (W6); barriers always. */
+/*
+ * A new, empty log with a new salt (W6).  A checkpoint's header is made
+ * durable at once: old records must not be replayed over later changes.
+ * The first header of a log (none valid before: no old records) is made
+ * durable by the first record's barrier, which covers the whole file.
+ */
 static int wal_reset(struct fstx_domain *d, int created)
 {
 	unsigned char b[W_START];
@@ -254,7 +262,7 @@ static int wal_reset(struct fstx_domain *d, int created)
 	memcpy(b + W_HINT, &h, sizeof(h));
 	if ((r = write_all(d->wal, b, sizeof(b), 0)) < 0)
 		return r;
-	if ((r = fstx_os.fdatasync(d->wal)) < 0 ||
+	if ((d->wal_salt && (r = fstx_os.fdatasync(d->wal)) < 0) ||
 	    (created && (r = fstx_os.fsync(d->meta)) < 0)) {
 		d->latched = r;
 		return r;
@@ -858,6 +866,52 @@ static int64_t apply_op(const struct plan *P, size_t i, const int *fds,
 static const unsigned char zero_hdr[sizeof(struct wrec)];
 
 /*
+ * Group commit (W3): the record's barrier, outside the domain lock.  The
+ * syncers of a domain queue on an flock of .fstx/walsync, which also holds
+ * (salt, end): every record below end is durable (a page-cache note for
+ * this boot, never synced).  A syncer whose record a previous barrier
+ * covered returns at once; else it reads the log's end from the hint and
+ * syncs, so its barrier covers every record written before it began.
+ */
+static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
+{
+	struct { uint64_t salt, end; } g;
+	struct whint h;
+	uint64_t target = end;
+	uint32_t crc;
+	int r;
+
+	if (d->walsync < 0) {
+		r = fstx_os.openat2(d->meta, "walsync", O_RDWR | O_CREAT, 0600,
+				    FX_RESOLVE);
+		if (r < 0)
+			return r;
+		d->walsync = r;
+	}
+	if ((r = fstx_os.flock(d->walsync, LOCK_EX)) < 0)
+		return r;
+	r = read_all(d->walsync, &g, sizeof(g), 0);
+	if (r == 0 && g.salt == salt && g.end >= end)
+		goto out; /* covered by an earlier barrier */
+	if (r < 0 && r != -ENODATA)
+		goto out;
+	if (read_all(d->wal, &h, sizeof(h), W_HINT) == 0) {
+		crc = h.crc;
+		h.crc = 0;
+		if (crc == fx_crc32c(0, &h, sizeof(h)) && h.salt == salt && h.end > end)
+			target = h.end;
+	}
+	if ((r = fstx_os.fdatasync(d->wal)) == 0) {
+		g.salt = salt;
+		g.end = target;
+		r = write_all(d->walsync, &g, sizeof(g), 0);
+	}
+out:
+	fstx_os.flock(d->walsync, LOCK_UN);
+	return r;
+}
+
+/*
  * Zeros from the end of the record to the next W_GROW boundary, where the
  * file ends before that (W2): later records then change no file size.
  */
@@ -1039,7 +1093,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	if (!d->nosync) {
 		/* W3: sync with the lock dropped, so others append meanwhile */
 		fx_unlock(d);
-		rs = fstx_os.fdatasync(d->wal);
+		rs = group_sync(d, salt, d->wal_end);
 		if ((r = fx_lock(d)) < 0) {
 			d->latched = (int)r; /* the record stays PENDING for a helper */
 			goto out;
