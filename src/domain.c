@@ -37,7 +37,7 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 	int created = 0, r, fd;
 
 	d->root = d->meta = d->lockfd = d->jfd = d->wal = d->walsync = -1;
-	d->wal_end = d->wal_applied = d->wal_salt = 0;
+	d->wal_end = d->wal_applied = d->wal_salt = d->wal_size = 0;
 	d->latched = 0;
 	d->nosync = 0;
 	d->txid = 0;

@@ -33,6 +33,7 @@ struct fstx_domain {
 	uint64_t wal_end;  /* wal: append point, read under the lock; 0: no log */
 	uint64_t wal_applied; /* wal: records below are applied in place */
 	uint64_t wal_salt; /* wal: salt of the current header */
+	uint64_t wal_size; /* wal: the file is at least this long (grows only) */
 	struct fx_fsfacts {  /* fsfacts.c: detected once per handle */
 		long magic;          /* statfs f_type */
 		uint32_t block_size; /* a power of two >= 512 */

@@ -90,7 +90,39 @@ static int under(const char *p, const char *dir, int or_equal)
 
 /* ---- the initial tree ---------------------------------------------- */
 
+static size_t path_hash(const char *p, size_t len);
+static int real_lookup_fs(struct plan *P, const char *ip, struct node *out);
+
+/*
+ * The initial tree does not change while a transaction is planned, so
+ * lookups in it are remembered (a direct-mapped cache, bounded memory):
+ * each path component is looked up by canon() and the path again by
+ * lookup(), and many ops name the same files.
+ */
 static int real_lookup(struct plan *P, const char *ip, struct node *out)
+{
+	struct memo *m;
+	int r;
+
+	if (!P->memo && !(P->memo = calloc(PLAN_MEMO, sizeof(*P->memo))))
+		return -ENOMEM;
+	m = &P->memo[path_hash(ip, strlen(ip)) & (PLAN_MEMO - 1)];
+	if (m->ip && !strcmp(m->ip, ip))
+		return node_dup(out, &m->n);
+	if ((r = real_lookup_fs(P, ip, out)) < 0)
+		return r;
+	free(m->ip);
+	node_free(&m->n);
+	m->ip = strdup(ip);
+	if (!m->ip || node_dup(&m->n, out) < 0) {
+		free(m->ip);
+		m->ip = NULL;
+		memset(&m->n, 0, sizeof(m->n));
+	}
+	return 0;
+}
+
+static int real_lookup_fs(struct plan *P, const char *ip, struct node *out)
 {
 	struct stat st;
 	int r = fx_lstat(P->d, ip, &st);
@@ -1205,6 +1237,12 @@ int fx_plan_build(struct plan *P)
 
 void fx_plan_free(struct plan *P)
 {
+	for (size_t i = 0; P->memo && i < PLAN_MEMO; i++) {
+		free(P->memo[i].ip);
+		node_free(&P->memo[i].n);
+	}
+	free(P->memo);
+	P->memo = NULL;
 	for (size_t i = 0; i < P->nents; i++) {
 		free(P->ents[i].path);
 		node_free(&P->ents[i].n);

@@ -22,6 +22,10 @@ struct node {
 
 struct ent { char *path; struct node n; };
 
+/* A remembered lookup in the initial tree (plan.c real_lookup). */
+struct memo { char *ip; struct node n; };
+#define PLAN_MEMO 256
+
 /* Per op: what the executor does. */
 struct pop {
 	int pred;          /* <0: predicted result, nothing is executed */
@@ -55,6 +59,7 @@ struct plan {
 	int newid;
 	uint64_t est_bytes, est_inodes;
 	long failed_op;    /* planning stopped here on an I/O error */
+	struct memo *memo; /* PLAN_MEMO entries, or NULL */
 };
 
 int fx_plan_build(struct plan *P);

@@ -756,16 +756,29 @@ static uint64_t entry_size(const struct went *e)
 	return pad8(sizeof(*e) + e->plen + e->nlen + e->b);
 }
 
-/* Open the files the ops change (before the commit point). */
+/*
+ * Open the files the ops change (before the commit point).  tgt[i] is the
+ * op whose fd op i uses: a pwrite its open's, a truncate or setxattr of the
+ * file the last writable open opened that one's, else its own.
+ */
 static int open_targets(struct fstx_domain *d, const struct plan *P,
 			int *fds, uint64_t *ino, int *slot_op, int *tgt)
 {
+	long last = -1; /* the last writable open */
+
 	for (size_t i = 0; i < P->nops; i++) {
 		const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
 		const struct pop *po = &P->pops[i];
 		int flags, fd, r;
 		struct stat st;
 
+		tgt[i] = (int)i;
+		if ((op->op == BTRFS_IOC_UT_OP_TRUNCATE || op->op == BTRFS_IOC_UT_OP_SETXATTR) &&
+		    last >= 0 && !strcmp(P->pops[last].cpath, po->cpath)) {
+			tgt[i] = (int)last;
+			ino[i] = ino[last];
+			continue;
+		}
 		switch (op->op) {
 		case BTRFS_IOC_UT_OP_PWRITE: /* slots are reused: map it now */
 			tgt[i] = slot_op[op->args[0]];
@@ -775,6 +788,7 @@ static int open_targets(struct fstx_domain *d, const struct plan *P,
 			if ((op->args[1] & O_ACCMODE) == O_RDONLY)
 				continue; /* changes nothing */
 			flags = O_WRONLY;
+			last = (long)i;
 			break;
 		case BTRFS_IOC_UT_OP_TRUNCATE:
 			flags = O_WRONLY;
@@ -854,9 +868,9 @@ static int64_t apply_op(const struct plan *P, size_t i, const int *fds,
 		return write_all(fds[tgt[i]], ARGP(op, 1),
 				 (size_t)op->args[2], (uint64_t)op->args[3]);
 	case BTRFS_IOC_UT_OP_TRUNCATE:
-		return fstx_os.ftruncate(fds[i], (off_t)op->args[1]);
+		return fstx_os.ftruncate(fds[tgt[i]], (off_t)op->args[1]);
 	case BTRFS_IOC_UT_OP_SETXATTR:
-		return fstx_os.fsetxattr(fds[i], ARGP(op, 1), ARGP(op, 2),
+		return fstx_os.fsetxattr(fds[tgt[i]], ARGP(op, 1), ARGP(op, 2),
 					 (size_t)op->args[3], 0);
 	default:
 		return 0;
@@ -920,13 +934,17 @@ static int grow(struct fstx_domain *d, uint64_t end)
 	static const unsigned char z[W_BUF];
 	struct stat st;
 	uint64_t to = (end + W_GROW - 1) / W_GROW * W_GROW;
-	int r = fstx_os.fstat(d->wal, &st);
+	int r;
 
-	if (r < 0)
+	if (d->wal_size >= to) /* the file only grows: still true */
+		return 0;
+	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
 		return r;
 	for (uint64_t at = (uint64_t)st.st_size > end ? (uint64_t)st.st_size : end;
 	     at < to && r == 0; at += W_BUF)
 		r = write_all(d->wal, z, (size_t)(to - at < W_BUF ? to - at : W_BUF), at);
+	if (r == 0)
+		d->wal_size = (uint64_t)st.st_size > to ? (uint64_t)st.st_size : to;
 	return r;
 }
 
