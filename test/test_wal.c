@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -757,6 +758,60 @@ static void concurrent_writers(void **state)
 	       "8: %.0f (%.2fx one)\n", tps[1], tps[2], tps[4], tps[8], tps[8] / tps[1]);
 }
 
+/* Threads, each with its own handle (fstx(3): a handle is one thread's). */
+struct thr { const char *dir; int id; long n; long retries; int err; };
+
+static void *thread_main(void *arg)
+{
+	struct thr *t = arg;
+	fstx_domain *dom;
+	char own[16];
+
+	snprintf(own, sizeof(own), "w%d", t->id);
+	if (fstx_domain_open(t->dir, &dom) < 0) {
+		t->err = 1;
+		return NULL;
+	}
+	for (long i = 0; i < t->n && !t->err; i++) {
+		long r;
+
+		while ((r = bump(dom, t->dir, own, i % 5 ? NULL : "shared",
+				 FSTX_UT_STRICT | FSTX_UT_WAL)) == -ECANCELED)
+			t->retries++;
+		t->err = r < 0;
+	}
+	fstx_domain_close(dom);
+	return NULL;
+}
+
+static void concurrent_threads(void **state)
+{
+	long n = t_env_long("FSTX_WAL_TX", 200) / 2, retries = 0;
+	struct thr t[NW];
+	pthread_t tid[NW];
+	char *d = counters();
+
+	(void)state;
+	for (int w = 0; w < NW; w++) {
+		t[w] = (struct thr){ .dir = d, .id = w, .n = n };
+		assert_int_equal(pthread_create(&tid[w], NULL, thread_main, &t[w]), 0);
+	}
+	for (int w = 0; w < NW; w++) {
+		char name[16];
+
+		assert_int_equal(pthread_join(tid[w], NULL), 0);
+		assert_int_equal(t[w].err, 0);
+		retries += t[w].retries;
+		snprintf(name, sizeof(name), "w%d", w);
+		assert_int_equal(read_num(d, name), n);
+	}
+	assert_int_equal(read_num(d, "shared"), NW * ((n + 4) / 5));
+	printf("wal threads: %d threads x %ld transactions, %ld retries, 0 lost\n",
+	       NW, n, retries);
+	t_rmtree(d);
+	free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -769,6 +824,7 @@ int main(void)
 		cmocka_unit_test(kill_every_call),
 		cmocka_unit_test(errors_every_call),
 		cmocka_unit_test(concurrent_writers),
+		cmocka_unit_test(concurrent_threads),
 	};
 	char big[1601];
 
