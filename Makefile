@@ -51,7 +51,7 @@ $(B)/test_%: test/test_%.c test/helpers.c test/*.h test/faultos.c $(B)/libfstx.a
 	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes $(LDFLAGS) -o $@ $< test/helpers.c \
 		test/faultos.c $(B)/libfstx.a -lcmocka
 
-$(B)/seed_usertrans $(B)/ergonomic: $(B)/%: examples/%.c $(B)/libfstx.a
+$(B)/seed_usertrans $(B)/ergonomic $(B)/interactive: $(B)/%: examples/%.c $(B)/libfstx.a
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libfstx.a
 
 # fsync, fdatasync and syncfs are interposed to count barriers, also those
@@ -66,7 +66,7 @@ bench: all $(B)/fstxbench
 deps:
 	@bash tools/deps.sh
 
-EXAMPLES := $(B)/seed_usertrans $(B)/ergonomic
+EXAMPLES := $(B)/seed_usertrans $(B)/ergonomic $(B)/interactive
 
 # Static analysis: cppcheck over the library and the CLI, warnings are errors.
 lint:

@@ -3,8 +3,8 @@
 set -u
 B=$1
 n=0 fail=0
-echo "1..3"
-for ex in seed_usertrans ergonomic cli; do
+echo "1..4"
+for ex in seed_usertrans ergonomic interactive cli; do
 	n=$((n + 1))
 	D=$(mktemp -d "${FSTX_TEST_DIR:-/tmp}/fstx-ex-XXXXXX")
 	printf 'version 1\n' > "$D/obj"

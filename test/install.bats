@@ -83,6 +83,20 @@ pc() {
 	[ ! -e "$W/d/obj.new" ]
 }
 
+@test "the interactive example builds against the install and runs (read-your-writes)" {
+	cc -Wall -Werror -o "$W/interactive" "$ROOT/examples/interactive.c" $(pc --cflags --libs fstx)
+	mkdir "$W/d"
+	printf 'version 1\n' > "$W/d/obj"
+	LD_LIBRARY_PATH="$P/lib" run "$W/interactive" "$W/d"
+	[ "$status" -eq 0 ]
+	[[ "$output" == "committed after 0 retries" ]]
+	[ "$(cat "$W/d/obj")" = "object contents, version 2" ]
+	# run again: it reads version 2 and changes nothing
+	LD_LIBRARY_PATH="$P/lib" run "$W/interactive" "$W/d"
+	[ "$status" -eq 0 ]
+	[ "$(cat "$W/d/obj")" = "object contents, version 2" ]
+}
+
 @test "the seed-ABI example builds against the installed header and static library" {
 	cc -Wall -Werror -static-libgcc -o "$W/seed" "$ROOT/examples/seed_usertrans.c" \
 		$(pc --cflags fstx) "$P/lib/libfstx.a"
