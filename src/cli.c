@@ -392,11 +392,14 @@ static int cmd_read(const char *dir, char **argv)
 static int cmd_status(const char *dir, int json)
 {
 	struct fstx_status st = { 0 };
+	uint64_t wal = 0;
 	fstx_domain *d;
 	int r = fstx_domain_open(dir, &d);
 
 	if (r == 0) {
 		r = fstx_status(d, &st);
+		if (r == 0)
+			r = fx_wal_peek(d, &wal);
 		fstx_domain_close(d);
 	}
 	if (r < 0) {
@@ -406,15 +409,18 @@ static int cmd_status(const char *dir, int json)
 	if (json) {
 		printf("{\"hot\":%s,\"wedged\":%s,\"journal_bytes\":%llu,"
 		       "\"fs_type\":\"%s\",\"block_size\":%u,\"reflink\":%s,"
-		       "\"xattr_user\":%s,\"dir_fsync\":%s}\n", st.hot ? "true" : "false",
+		       "\"xattr_user\":%s,\"dir_fsync\":%s,\"wal_bytes\":%llu}\n",
+		       st.hot ? "true" : "false",
 		       st.wedged ? "true" : "false",
 		       (unsigned long long)st.journal_bytes, st.fs_type, st.block_size,
 		       st.reflink ? "true" : "false", st.xattr_user ? "true" : "false",
-		       st.dir_fsync ? "true" : "false");
+		       st.dir_fsync ? "true" : "false", (unsigned long long)wal);
 	} else {
-		printf("journal: %s (%llu bytes)\nwedged: %s\nfilesystem: %s, block "
+		printf("journal: %s (%llu bytes)\nwrite-ahead log: %llu bytes of records\n"
+		       "wedged: %s\nfilesystem: %s, block "
 		       "size %u, reflink %s, user xattrs %s, directory fsync %s\n",
 		       st.hot ? "hot" : "clean", (unsigned long long)st.journal_bytes,
+		       (unsigned long long)wal,
 		       st.wedged ? "yes" : "no", st.fs_type, st.block_size,
 		       st.reflink ? "yes" : "no", st.xattr_user ? "yes" : "no",
 		       st.dir_fsync ? "yes" : "no");

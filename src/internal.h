@@ -142,6 +142,8 @@ int fx_wal_pending(struct fstx_domain *d);
 int fx_wal_checkpoint(struct fstx_domain *d);
 /* Bytes of records the log holds (0 after a checkpoint). */
 uint64_t fx_wal_bytes(struct fstx_domain *d);
+/* The same, read without the lock and changing nothing; 0 or -errno. */
+int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes);
 /* The log is checkpointed once its records pass this many bytes. */
 extern uint64_t fx_wal_max;
 /* Transactions writing more data than this take the undo way. */

@@ -638,6 +638,32 @@ uint64_t fx_wal_bytes(struct fstx_domain *d)
 	return d->wal_end > W_START ? d->wal_end - W_START : 0;
 }
 
+int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes)
+{
+	unsigned char *buf;
+	struct stat st;
+	struct wrec h;
+	uint64_t off = W_START;
+	int r, fresh;
+
+	*bytes = 0;
+	if ((r = wal_load(d, &fresh)) <= 0 || !d->wal_salt)
+		return r < 0 ? r : 0;
+	if (fresh) {
+		*bytes = fx_wal_bytes(d);
+		return 0;
+	}
+	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
+		return r;
+	if (!(buf = malloc(W_CHUNK)))
+		return -ENOMEM;
+	while ((r = rec_check(d, off, (uint64_t)st.st_size, &h, buf)) == 1)
+		off = rec_next(off, &h);
+	free(buf);
+	*bytes = off - W_START;
+	return r < 0 ? r : 0;
+}
+
 int fx_wal_checkpoint(struct fstx_domain *d)
 {
 	int r;

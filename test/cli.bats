@@ -303,6 +303,13 @@ T
 	[ "$status" -eq 0 ]
 	[ "$(cat "$D/a")" = "BETAA" ]
 	[ ! -e "$D/old" ]
+	# status reports the log: records after the commit, none after a checkpoint
+	run "$FSTX" run "$D" "$TX/w2.tx"
+	run "$FSTX" status "$D" --json
+	[[ "$output" =~ \"wal_bytes\":[1-9] ]]
+	"$FSTX" recover "$D"
+	run "$FSTX" status "$D" --json
+	[[ "$output" == *'"wal_bytes":0}'* ]]
 	# an unknown option names the choices
 	printf 'option walk\n' > "$TX/bad.tx"
 	run "$FSTX" run "$D" "$TX/bad.tx"
