@@ -74,6 +74,41 @@ static char *fz_fresh_domain(void)
 	return t_snapshot(fz_dom);
 }
 
+/* DIR/.fstx/rel of the fuzzed domain (malloc'd). */
+static inline char *fz_path_in(const char *rel)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/.fstx/%s", fz_dom, rel) < 0)
+		abort();
+	return p;
+}
+
+static inline void fz_write_file(const char *p, const unsigned char *b, size_t n)
+{
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	if (fd < 0 || write(fd, b, n) != (ssize_t)n)
+		abort();
+	close(fd);
+}
+
+static inline unsigned char *fz_read_file(const char *p, size_t *n)
+{
+	struct stat st;
+	unsigned char *b;
+	int fd = open(p, O_RDONLY);
+
+	if (fd < 0 || fstat(fd, &st) < 0)
+		abort();
+	b = malloc((size_t)st.st_size + 1);
+	if (!b || read(fd, b, (size_t)st.st_size) != st.st_size)
+		abort();
+	close(fd);
+	*n = (size_t)st.st_size;
+	return b;
+}
+
 static void fz_check_outside(void)
 {
 	char *s = t_snapshot(fz_out);

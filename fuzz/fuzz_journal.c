@@ -40,19 +40,10 @@ static long run_tx(void)
 	return r;
 }
 
-static char *path_in(const char *rel)
-{
-	char *p;
-
-	if (asprintf(&p, "%s/.fstx/%s", fz_dom, rel) < 0)
-		abort();
-	return p;
-}
-
 static int journal_hot(void)
 {
 	struct stat st;
-	char *p = path_in("journal");
+	char *p = fz_path_in("journal");
 	int r = stat(p, &st) == 0 && st.st_size > 0;
 
 	free(p);
@@ -71,8 +62,6 @@ static char *make_hot(void)
 	return init;
 }
 
-static void write_file(const char *p, const unsigned char *b, size_t n);
-static unsigned char *read_file(const char *p, size_t *n);
 
 /* FSTX_FUZZ_SEED=FILE: write the hot journal as a mode-0 input (seeds). */
 static void dump_seed(void)
@@ -84,15 +73,15 @@ static void dump_seed(void)
 
 	if (!out)
 		return;
-	jp = path_in("journal");
-	j = read_file(jp, &n);
+	jp = fz_path_in("journal");
+	j = fz_read_file(jp, &n);
 	s = malloc(n + 2);
 	if (!s)
 		abort();
 	s[0] = 0;
 	s[1] = 1; /* with the progress mark */
 	memcpy(s + 2, j, n);
-	write_file(out, s, n + 2);
+	fz_write_file(out, s, n + 2);
 	free(s);
 	free(j);
 	free(jp);
@@ -118,31 +107,6 @@ static void find_fail_at(void)
 	if (!fail_at)
 		abort();
 	dump_seed();
-}
-
-static void write_file(const char *p, const unsigned char *b, size_t n)
-{
-	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-	if (fd < 0 || write(fd, b, n) != (ssize_t)n)
-		abort();
-	close(fd);
-}
-
-static unsigned char *read_file(const char *p, size_t *n)
-{
-	struct stat st;
-	unsigned char *b;
-	int fd = open(p, O_RDONLY);
-
-	if (fd < 0 || fstat(fd, &st) < 0)
-		abort();
-	b = malloc((size_t)st.st_size + 1);
-	if (!b || read(fd, b, (size_t)st.st_size) != st.st_size)
-		abort();
-	close(fd);
-	*n = (size_t)st.st_size;
-	return b;
 }
 
 /* journal.c's record header (rule 3): CRC over header (crc 0) + payload. */
@@ -174,8 +138,8 @@ static void raw_mark(const unsigned char *j, size_t n, unsigned step)
 	if (n >= 24)
 		memcpy(&txid, j + 16, 8);
 	snprintf(name, sizeof(name), "step.%016llx.%u", (unsigned long long)txid, step);
-	p = path_in(name);
-	write_file(p, (const unsigned char *)"", 0);
+	p = fz_path_in(name);
+	fz_write_file(p, (const unsigned char *)"", 0);
 	free(p);
 }
 
@@ -196,12 +160,12 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	opt = data[1];
 	data += 2;
 	size -= 2;
-	jp = path_in("journal");
+	jp = fz_path_in("journal");
 	if (mode == 0) {
 		init = fz_fresh_domain();
 		FZ_CHECK(fstx_domain_open(fz_dom, &d) == 0, "open"); /* makes .fstx */
 		fstx_domain_close(d);
-		write_file(jp, data, size);
+		fz_write_file(jp, data, size);
 		if (opt & 1)
 			raw_mark(data, size, opt >> 1);
 		damaged = 1;
@@ -210,7 +174,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 		unsigned char *j;
 
 		init = make_hot();
-		j = read_file(jp, &n);
+		j = fz_read_file(jp, &n);
 		for (size_t i = 0; n && i + 5 <= size; i += 5) {
 			uint32_t off;
 
@@ -226,7 +190,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 		}
 		if (mode == 2)
 			fix_crcs(j, n);
-		write_file(jp, j, n);
+		fz_write_file(jp, j, n);
 		free(j);
 	}
 	pre = t_snapshot(fz_dom);

@@ -37,40 +37,6 @@ static int other_boot(char id[37])
 	return 0;
 }
 
-static char *path_in(const char *rel)
-{
-	char *p;
-
-	if (asprintf(&p, "%s/.fstx/%s", fz_dom, rel) < 0)
-		abort();
-	return p;
-}
-
-static void write_file(const char *p, const unsigned char *b, size_t n)
-{
-	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-	if (fd < 0 || write(fd, b, n) != (ssize_t)n)
-		abort();
-	close(fd);
-}
-
-static unsigned char *read_file(const char *p, size_t *n)
-{
-	struct stat st;
-	unsigned char *b;
-	int fd = open(p, O_RDONLY);
-
-	if (fd < 0 || fstat(fd, &st) < 0)
-		abort();
-	b = malloc((size_t)st.st_size + 1);
-	if (!b || read(fd, b, (size_t)st.st_size) != st.st_size)
-		abort();
-	close(fd);
-	*n = (size_t)st.st_size;
-	return b;
-}
-
 static long run_text(const char *text)
 {
 	struct btrfs_ioctl_usertrans ut = { 0 };
@@ -98,8 +64,8 @@ static void make_log(void)
 		if (run_text(wal_tx[i]) != 0)
 			abort();
 	committed = t_snapshot(fz_dom);
-	p = path_in("wal");
-	free(read_file(p, &n));
+	p = fz_path_in("wal");
+	free(fz_read_file(p, &n));
 	if (n < 1100)
 		abort(); /* the three took the undo way: nothing to fuzz */
 	made = 1;
@@ -107,7 +73,7 @@ static void make_log(void)
 	free(init);
 	/* FSTX_FUZZ_SEED=FILE: the real log as a mode-1 input (a seed) */
 	if (getenv("FSTX_FUZZ_SEED"))
-		write_file(getenv("FSTX_FUZZ_SEED"), (const unsigned char *)"\1\0", 2);
+		fz_write_file(getenv("FSTX_FUZZ_SEED"), (const unsigned char *)"\1\0", 2);
 }
 
 /* Records are 8-aligned: 32-byte header, CRC over it (crc, state 0) + payload. */
@@ -134,7 +100,7 @@ static void fix_crcs(unsigned char *j, size_t n)
 /* Everything under .fstx/ but the log and its hint, as text. */
 static char *meta_snap(void)
 {
-	char *m = path_in(""), *s;
+	char *m = fz_path_in(""), *s;
 
 	s = t_snapshot(m);
 	free(m);
@@ -180,8 +146,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	for (size_t i = 0; i < NWAL; i++)
 		if (run_text(wal_tx[i]) != 0)
 			abort();
-	wp = path_in("wal");
-	base = read_file(wp, &blen); /* this tree's log: its inode numbers */
+	wp = fz_path_in("wal");
+	base = fz_read_file(wp, &blen); /* this tree's log: its inode numbers */
 	if (mode == 0) {
 		n = 1024 + size;
 		j = malloc(n);
@@ -212,7 +178,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 		if (mode == 2)
 			fix_crcs(j, n);
 	}
-	write_file(wp, j, n);
+	fz_write_file(wp, j, n);
 	free(j);
 	free(base);
 	pre = t_snapshot(fz_dom);

@@ -32,9 +32,21 @@ static int ensure_dir(int dirfd, const char *name, int *created)
 	return r == -EEXIST ? 0 : r;
 }
 
+/* Open .fstx/name read-write, creating it (and saying so) if absent. */
+static int open_file(struct fstx_domain *d, const char *name, int *created)
+{
+	int fd = fstx_os.openat2(d->meta, name, O_RDWR, 0, FX_RESOLVE);
+
+	if (fd == -ENOENT) {
+		fd = fstx_os.openat2(d->meta, name, O_RDWR | O_CREAT, 0600, FX_RESOLVE);
+		*created = 1;
+	}
+	return fd;
+}
+
 int fx_domain_init(struct fstx_domain *d, int dirfd)
 {
-	int created = 0, r, fd;
+	int created = 0, r;
 
 	d->root = d->meta = d->lockfd = d->jfd = d->wal = d->walsync = -1;
 	d->wal_end = d->wal_applied = d->wal_salt = d->wal_size = 0;
@@ -62,29 +74,10 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 	if (r < 0)
 		goto fail;
 	d->lockfd = r;
-	fd = fstx_os.openat2(d->meta, "journal", O_RDWR, 0, FX_RESOLVE);
-	if (fd == -ENOENT) {
-		fd = fstx_os.openat2(d->meta, "journal", O_RDWR | O_CREAT, 0600,
-				     FX_RESOLVE);
-		created = 1;
-	}
-	if (fd < 0) {
-		r = fd;
+	/* the journal and the write-ahead log (wal.c), names durable below */
+	if ((r = d->jfd = open_file(d, "journal", &created)) < 0 ||
+	    (r = d->wal = open_file(d, "wal", &created)) < 0)
 		goto fail;
-	}
-	d->jfd = fd;
-	/* the write-ahead log (wal.c): its name made durable with the rest */
-	fd = fstx_os.openat2(d->meta, "wal", O_RDWR, 0, FX_RESOLVE);
-	if (fd == -ENOENT) {
-		fd = fstx_os.openat2(d->meta, "wal", O_RDWR | O_CREAT, 0600,
-				     FX_RESOLVE);
-		created = 1;
-	}
-	if (fd < 0) {
-		r = fd;
-		goto fail;
-	}
-	d->wal = fd;
 	fx_fs_detect(d);
 	if (created) {
 		/* New names must be durable before a journal relies on them. */

@@ -314,3 +314,17 @@ long t_run(const char *dir, struct btrfs_ioctl_usertrans_op *ops, size_t n,
 		*completed = ut.ops_completed;
 	return r;
 }
+
+char *t_fresh(void)
+{
+	char *d = t_mkdomain();
+
+	t_populate(d);
+	return d;
+}
+
+void t_drop(char *dir)
+{
+	t_rmtree(dir);
+	free(dir);
+}

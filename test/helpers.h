@@ -23,6 +23,9 @@ char *t_read(const char *dir, const char *rel, size_t *len);
 char *t_snapshot(const char *dir);
 /* Build a small populated tree used by the rollback and crash tests. */
 void t_populate(const char *dir);
+/* A fresh domain holding that tree (malloc'd path); t_drop removes it. */
+char *t_fresh(void);
+void t_drop(char *dir);
 
 /* Seed-ABI helpers. */
 #define P(s) ((__s64)(intptr_t)(s))

@@ -28,20 +28,6 @@
 
 struct tally { long tx, points, before, after; };
 
-static char *fresh(void)
-{
-	char *d = t_mkdomain();
-
-	t_populate(d);
-	return d;
-}
-
-static void drop(char *d)
-{
-	t_rmtree(d);
-	free(d);
-}
-
 /* Run f in a child with the fault table set; returns the child's status. */
 static int child(const char *d, const char *text, enum fo_mode mode, long at,
 		 int recover_only)
@@ -64,7 +50,7 @@ static int child(const char *d, const char *text, enum fo_mode mode, long at,
 /* How many OS calls corpus text makes on a fresh tree (in a child). */
 static long count_calls(const char *text)
 {
-	char *d = fresh();
+	char *d = t_fresh();
 	int st, fds[2];
 	long n = 0;
 	pid_t p;
@@ -83,7 +69,7 @@ static long count_calls(const char *text)
 	assert_int_equal(read(fds[0], &n, sizeof(n)), sizeof(n));
 	close(fds[0]);
 	close(fds[1]);
-	drop(d);
+	t_drop(d);
 	return n;
 }
 
@@ -106,12 +92,12 @@ static void check(const char *d, const char *before, const char *after,
 
 static void states(size_t c, char **before, char **after)
 {
-	char *d = fresh();
+	char *d = t_fresh();
 
 	*before = t_snapshot(d);
 	tx_text(d, cx[c], NULL);
 	*after = t_snapshot(d);
-	drop(d);
+	t_drop(d);
 }
 
 static void kill_every_call(void **state)
@@ -134,7 +120,7 @@ static void kill_every_call(void **state)
 			long n = count_calls(text);
 
 			for (long k = 1; k <= n; k++) {
-				char *d = fresh();
+				char *d = t_fresh();
 				int st = child(d, text, mode, k, 0);
 				int committed = WIFEXITED(st) && WEXITSTATUS(st) == 0;
 
@@ -161,7 +147,7 @@ static void kill_every_call(void **state)
 						t.before++;
 					free(now);
 				}
-				drop(d);
+				t_drop(d);
 			}
 		}
 		free(before);
@@ -185,7 +171,7 @@ static void kill_random(void **state)
 
 		states(c, &before, &after);
 		for (int i = 0; i < 25; i++) {
-			char *d = fresh();
+			char *d = t_fresh();
 			int st;
 			pid_t p = fork();
 
@@ -200,7 +186,7 @@ static void kill_random(void **state)
 			check(d, before, after, WIFEXITED(st) && WEXITSTATUS(st) == 0,
 			      "random-kill", c, i);
 			points++;
-			drop(d);
+			t_drop(d);
 		}
 		free(before);
 		free(after);

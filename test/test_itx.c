@@ -35,20 +35,6 @@
 #include "faultos.h"
 #include "txrun.h"
 
-static char *fresh(void)
-{
-	char *d = t_mkdomain();
-
-	t_populate(d);
-	return d;
-}
-
-static void drop(char *d)
-{
-	t_rmtree(d);
-	free(d);
-}
-
 /* fstx_read of the whole of path, NUL-terminated; NULL and *err if none. */
 static char *rd(fstx_tx *tx, const char *path, ssize_t *got)
 {
@@ -87,7 +73,7 @@ static void expect_err(fstx_tx *tx, const char *path, int err)
 
 static void read_your_writes(void **state)
 {
-	char *d = fresh(), *before = t_snapshot(d), *now, *a0, *c0;
+	char *d = t_fresh(), *before = t_snapshot(d), *now, *a0, *c0;
 	size_t alen, clen;
 	fstx_domain *dom;
 	fstx_tx *tx;
@@ -181,7 +167,7 @@ static void read_your_writes(void **state)
 	free(a0);
 	free(c0);
 	free(before);
-	drop(d);
+	t_drop(d);
 }
 
 /* Lines "path mode=100..." of a snapshot: the regular files. */
@@ -227,7 +213,7 @@ static void same_as_commit(void **state)
 
 	(void)state;
 	for (size_t c = 0; c < ncx; c++) {
-		char *d1 = fresh(), *d2 = fresh(), *after, *before, **fl, **bl;
+		char *d1 = t_fresh(), *d2 = t_fresh(), *after, *before, **fl, **bl;
 		struct fx_txt t;
 		fstx_domain *dom;
 		fstx_tx *tx;
@@ -236,8 +222,8 @@ static void same_as_commit(void **state)
 		before = t_snapshot(d2);
 		if (tx_text(d1, cx[c], NULL) != 0) {
 			free(before);
-			drop(d1);
-			drop(d2);
+			t_drop(d1);
+			t_drop(d2);
 			continue; /* a failing transaction shows nothing */
 		}
 		txs++;
@@ -307,8 +293,8 @@ static void same_as_commit(void **state)
 		fx_txt_free(&t);
 		free(before);
 		free(after);
-		drop(d1);
-		drop(d2);
+		t_drop(d1);
+		t_drop(d2);
 	}
 	printf("itx differential: %ld committed corpus tx, %ld files read before "
 	       "commit equal to after, %ld removed names read ENOENT\n", txs, files, gone);
@@ -316,7 +302,7 @@ static void same_as_commit(void **state)
 
 static void abort_and_death(void **state)
 {
-	char *d = fresh(), *before = t_snapshot(d), *now;
+	char *d = t_fresh(), *before = t_snapshot(d), *now;
 	fstx_domain *dom;
 	fstx_tx *tx;
 	int st, fd;
@@ -362,17 +348,17 @@ static void abort_and_death(void **state)
 		const char *text = "unlink old\nopen 0 b O_WRONLY\npwrite 0 \"dead\" 0\n";
 
 		{
-			char *d3 = fresh();
+			char *d3 = t_fresh();
 
 			assert_int_equal(tx_text(d3, text, NULL), 0);
 			after = t_snapshot(d3);
-			drop(d3);
+			t_drop(d3);
 		}
 		fo_install(FO_COUNT, 0, 0);
 		{
 			fstx_tx *t3;
 			struct fx_txt t;
-			char *d4 = fresh();
+			char *d4 = t_fresh();
 			fstx_domain *dm;
 
 			assert_int_equal(fx_txt_parse(text, strlen(text), AT_FDCWD, &t), 0);
@@ -382,12 +368,12 @@ static void abort_and_death(void **state)
 			fstx_tx_free(t3);
 			fstx_domain_close(dm);
 			fx_txt_free(&t);
-			drop(d4);
+			t_drop(d4);
 		}
 		calls = fo.calls;
 		fo_remove();
 		for (k = 1; k <= calls; k++) {
-			char *d5 = fresh();
+			char *d5 = t_fresh();
 
 			p = fork();
 			if (p == 0) {
@@ -411,7 +397,7 @@ static void abort_and_death(void **state)
 				fail_msg("itx commit returned 0 at call %ld: not after", k);
 			after_n += !strcmp(now, after);
 			free(now);
-			drop(d5);
+			t_drop(d5);
 		}
 		printf("itx: commit killed before each of %ld OS calls: %ld after, "
 		       "%ld before, 0 torn\n", calls, after_n, calls - after_n);
@@ -419,12 +405,12 @@ static void abort_and_death(void **state)
 	}
 	fstx_domain_close(dom);
 	free(before);
-	drop(d);
+	t_drop(d);
 }
 
 static void conflicts(void **state)
 {
-	char *d = fresh(), *mid;
+	char *d = t_fresh(), *mid;
 	fstx_domain *dom;
 	fstx_tx *tx;
 	char b[64];
@@ -459,12 +445,12 @@ static void conflicts(void **state)
 	fstx_tx_free(tx);
 	fstx_domain_close(dom);
 	free(mid);
-	drop(d);
+	t_drop(d);
 }
 
 static void lease(void **state)
 {
-	char *d = fresh(), *before;
+	char *d = t_fresh(), *before;
 	fstx_domain *dom, *other;
 	fstx_tx *tx;
 	char b[16];
@@ -501,7 +487,7 @@ static void lease(void **state)
 	fstx_domain_close(other);
 	fstx_domain_close(dom);
 	free(before);
-	drop(d);
+	t_drop(d);
 }
 
 int main(void)

@@ -53,20 +53,6 @@ static const char *const seq[NSEQ] = {
 };
 static char *seqtx[NSEQ]; /* with @BIG expanded */
 
-static char *fresh(void)
-{
-	char *d = t_mkdomain();
-
-	t_populate(d);
-	return d;
-}
-
-static void drop(char *d)
-{
-	t_rmtree(d);
-	free(d);
-}
-
 static char *with_wal(const char *text)
 {
 	char *s;
@@ -79,14 +65,14 @@ static char *with_wal(const char *text)
 /* Expected states: st[0] before, st[k] after the first k transactions. */
 static void seq_states(char **st)
 {
-	char *d = fresh();
+	char *d = t_fresh();
 
 	st[0] = t_snapshot(d);
 	for (int k = 0; k < NSEQ; k++) {
 		assert_int_equal(tx_text(d, seqtx[k], NULL), 0);
 		st[k + 1] = t_snapshot(d);
 	}
-	drop(d);
+	t_drop(d);
 }
 
 /* The state must be st[j] for some j in [lo, hi]. */
@@ -146,13 +132,22 @@ static uint64_t wal_end_dir(const char *dir)
 
 /* ---- differential ------------------------------------------------------ */
 
+static void same_trees(const char *d1, const char *d2)
+{
+	char *s1 = t_snapshot(d1), *s2 = t_snapshot(d2);
+
+	assert_string_equal(s1, s2);
+	free(s1);
+	free(s2);
+}
+
 static void same_as_undo(void **state)
 {
 	long eligible = 0;
 
 	(void)state;
 	for (size_t c = 0; c < ncx; c++) {
-		char *d1 = fresh(), *d2 = fresh(), *s1, *s2, *w = with_wal(cx[c]);
+		char *d1 = t_fresh(), *d2 = t_fresh(), *s1, *s2, *w = with_wal(cx[c]);
 		__s64 r1[64], r2[64];
 		long a, b;
 
@@ -181,32 +176,24 @@ static void same_as_undo(void **state)
 		assert_int_equal(tx_text(d1, "mkdir zz_follow\n", NULL), 0);
 		free(s1);
 		free(s2);
-		s1 = t_snapshot(d1);
-		s2 = t_snapshot(d2);
-		assert_string_equal(s1, s2);
-		free(s1);
-		free(s2);
+		same_trees(d1, d2);
 		free(w);
-		drop(d1);
-		drop(d2);
+		t_drop(d1);
+		t_drop(d2);
 	}
 	/* and the sequence, each from the tree the one before left */
 	{
-		char *d1 = fresh(), *d2 = fresh(), *s1, *s2;
+		char *d1 = t_fresh(), *d2 = t_fresh();
 
 		for (int k = 0; k < NSEQ; k++) {
 			const char *plain = seqtx[k] + strlen("option wal\n");
 
 			assert_int_equal(tx_text(d1, plain, NULL), 0);
 			assert_int_equal(tx_text(d2, seqtx[k], NULL), 0);
-			s1 = t_snapshot(d1);
-			s2 = t_snapshot(d2);
-			assert_string_equal(s1, s2);
-			free(s1);
-			free(s2);
+			same_trees(d1, d2);
 		}
-		drop(d1);
-		drop(d2);
+		t_drop(d1);
+		t_drop(d2);
 	}
 	printf("wal differential: %zu corpus tx, %ld through the log, same results "
 	       "and trees; %d sequence tx, same trees\n", ncx, eligible, NSEQ);
@@ -215,7 +202,7 @@ static void same_as_undo(void **state)
 
 static void one_barrier(void **state)
 {
-	char *d = fresh(), *before = t_snapshot(d);
+	char *d = t_fresh(), *before = t_snapshot(d);
 
 	(void)state;
 	fo_install(FO_COUNT, 0, 0);
@@ -244,13 +231,13 @@ static void one_barrier(void **state)
 	assert_int_equal(fo.fdatasyncs, 1);
 	fo_remove();
 	free(before);
-	drop(d);
+	t_drop(d);
 }
 
 /* A small log limit makes the sequence checkpoint by itself. */
 static void checkpoint_by_size(void **state)
 {
-	char *st[NSEQ + 1], *d = fresh();
+	char *st[NSEQ + 1], *d = t_fresh();
 	uint64_t saved = fx_wal_max;
 	long syncfs = 0;
 
@@ -268,7 +255,7 @@ static void checkpoint_by_size(void **state)
 	assert_int_equal(syncfs, NSEQ);
 	for (int k = 0; k <= NSEQ; k++)
 		free(st[k]);
-	drop(d);
+	t_drop(d);
 }
 
 /* ---- kill -9 ----------------------------------------------------------- */
@@ -305,7 +292,7 @@ static int run_seq_child(const char *d, enum fo_mode mode, long at, int *ok)
 
 static long seq_calls(void)
 {
-	char *d = fresh();
+	char *d = t_fresh();
 	int ok, fds[2];
 	long n = 0;
 	pid_t p;
@@ -327,7 +314,7 @@ static long seq_calls(void)
 	assert_int_equal(read(fds[0], &n, sizeof(n)), sizeof(n));
 	close(fds[0]);
 	close(fds[1]);
-	drop(d);
+	t_drop(d);
 	return n;
 }
 
@@ -340,7 +327,7 @@ static void kill_every_call(void **state)
 	seq_states(st);
 	for (int m = 0; m < 2; m++)
 		for (long k = 1; k <= n; k++) {
-			char *d = fresh();
+			char *d = t_fresh();
 			int ok, r;
 
 			run_seq_child(d, m ? FO_KILL_AFTER : FO_KILL_BEFORE, k, &ok);
@@ -353,7 +340,7 @@ static void kill_every_call(void **state)
 			/* and the domain goes on working */
 			assert_int_equal(tx_text(d, "option wal\ntruncate old 1\n", NULL), 0);
 			points++;
-			drop(d);
+			t_drop(d);
 		}
 	printf("wal kill: %d tx in sequence, %ld crash points, 0 torn\n", NSEQ, points);
 	for (int k = 0; k <= NSEQ; k++)
@@ -375,7 +362,7 @@ static void errors_every_call(void **state)
 	for (int e = 0; e < 2; e++)
 		for (int sticky = 0; sticky < 2; sticky++)
 			for (long k = 1; k <= n; k++) {
-				char *d = fresh();
+				char *d = t_fresh();
 				int ok = 0, tried = 0, r;
 
 				fo_install(FO_FAIL, k, errs[e]);
@@ -392,7 +379,7 @@ static void errors_every_call(void **state)
 					fail_msg("err %d call %ld: recovery %d", errs[e], k, r);
 				in_range(d, st, ok, tried, "wal error", k);
 				points++;
-				drop(d);
+				t_drop(d);
 			}
 	fx_wal_max = saved;
 	printf("wal errors: EIO and ENOSPC, once and sticky: %ld fault points, "
@@ -411,7 +398,7 @@ static ssize_t fail_big_pwrite(int fd, const void *b, size_t n, off_t o)
 
 static void apply_fails(void **state)
 {
-	char *st[NSEQ + 1], *d = fresh();
+	char *st[NSEQ + 1], *d = t_fresh();
 	fstx_domain *dom;
 	struct btrfs_ioctl_usertrans ut = { 0 };
 	struct fx_txt t;
@@ -444,7 +431,7 @@ static void apply_fails(void **state)
 	fx_txt_free(&t);
 	for (int k = 0; k <= NSEQ; k++)
 		free(st[k]);
-	drop(d);
+	t_drop(d);
 }
 
 /* ---- reboot: replay everything ----------------------------------------- */
@@ -464,7 +451,7 @@ static ssize_t count_pwrite(int fd, const void *b, size_t n, off_t o)
 
 static void reboot_replays_all(void **state)
 {
-	char *st[NSEQ + 1], *d = fresh(), *p;
+	char *st[NSEQ + 1], *d = t_fresh(), *p;
 	int fd;
 
 	(void)state;
@@ -504,7 +491,7 @@ static void reboot_replays_all(void **state)
 	in_range(d, st, NSEQ, NSEQ, "reboot", 1);
 	for (int k = 0; k <= NSEQ; k++)
 		free(st[k]);
-	drop(d);
+	t_drop(d);
 }
 
 /* ---- damaged logs ------------------------------------------------------ */
@@ -537,7 +524,7 @@ static void damaged(void **state)
 	seq_states(st);
 	/* a damaged header: the log is empty, nothing is replayed */
 	{
-		char *d = fresh();
+		char *d = t_fresh();
 
 		for (int k = 0; k < 2; k++)
 			assert_int_equal(tx_text(d, seqtx[k], NULL), 0);
@@ -548,7 +535,7 @@ static void damaged(void **state)
 		in_range(d, st, 2, 2, "torn header", 0);
 		assert_int_equal(tx_text(d, seqtx[2], NULL), 0);
 		in_range(d, st, 3, 3, "torn header", 1);
-		drop(d);
+		t_drop(d);
 	}
 	/*
 	 * A damaged record ends the log.  Record 2 is written whole but its
@@ -557,7 +544,7 @@ static void damaged(void **state)
 	 * ends the log there and leaves the state after transaction 1.
 	 */
 	{
-		char *d = fresh(), *p;
+		char *d = t_fresh(), *p;
 		off_t second;
 		pid_t pid;
 		int stt;
@@ -585,11 +572,11 @@ static void damaged(void **state)
 		fstx_os = fstx_os_libc;
 		free(p);
 		in_range(d, st, 1, 1, "damaged record", 1);
-		drop(d);
+		t_drop(d);
 	}
 	/* a record naming a file now holding another inode: -ESTALE */
 	{
-		char *d = fresh(), *a, *b2;
+		char *d = t_fresh(), *a, *b2;
 
 		assert_int_equal(tx_text(d, seqtx[3], NULL), 0);
 		assert_true(asprintf(&a, "%s/b", d) > 0);
@@ -603,7 +590,7 @@ static void damaged(void **state)
 		fstx_os = fstx_os_libc;
 		free(a);
 		free(b2);
-		drop(d);
+		t_drop(d);
 	}
 	for (int k = 0; k <= NSEQ; k++)
 		free(st[k]);
