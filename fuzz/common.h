@@ -109,6 +109,32 @@ static inline unsigned char *fz_read_file(const char *p, size_t *n)
 	return b;
 }
 
+/*
+ * Damage j (*n bytes) as the input says: (offset, xor) patches of 5 bytes
+ * each, and with opt bit 1 a cut to (opt >> 2)/64 of it.  1 if anything
+ * changed.
+ */
+static inline int fz_damage(unsigned char *j, size_t *n, const unsigned char *data,
+			    size_t size, unsigned opt)
+{
+	int damaged = 0;
+
+	for (size_t i = 0; *n && i + 5 <= size; i += 5) {
+		uint32_t off;
+
+		memcpy(&off, data + i, 4);
+		j[off % *n] ^= data[i + 4];
+		damaged |= data[i + 4] != 0;
+	}
+	if (opt & 2) {
+		size_t keep = *n * (opt >> 2) / 64;
+
+		damaged |= keep < *n;
+		*n = keep;
+	}
+	return damaged;
+}
+
 static void fz_check_outside(void)
 {
 	char *s = t_snapshot(fz_out);

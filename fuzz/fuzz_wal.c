@@ -162,19 +162,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 		if (!j)
 			abort();
 		memcpy(j, base, n);
-		for (size_t i = 0; i + 5 <= size; i += 5) {
-			uint32_t off;
-
-			memcpy(&off, data + i, 4);
-			j[off % n] ^= data[i + 4];
-			damaged |= data[i + 4] != 0;
-		}
-		if (opt & 2) {
-			size_t keep = n * (opt >> 2) / 64;
-
-			damaged |= keep < n;
-			n = keep;
-		}
+		damaged = fz_damage(j, &n, data, size, opt);
 		if (mode == 2)
 			fix_crcs(j, n);
 	}
