@@ -21,7 +21,7 @@ field() {
 @test "fstxbench: barriers counted per method, in libsqlite3 too" {
 	mkdir -p "$D/work"
 	"$BENCH" -s 0.05 -r 1 -w a,c -t t "$D/work" >"$D/out.tsv"
-	[ "$(wc -l <"$D/out.tsv")" -eq 14 ]
+	[ "$(wc -l <"$D/out.tsv")" -eq 18 ]
 	awk -F'\t' 'NF != 12 { exit 1 }' "$D/out.tsv"
 	# (a): 4 files, each fsynced; the rename pattern adds one directory
 	[ "$(field a raw 8)" = 0.00 ]
@@ -34,7 +34,16 @@ field() {
 		[ "$(field $w fstx 10)" = 1.00 ]
 		[ "$(field $w fstx-crash 9)" = 0.00 ]
 		[ "$(field $w fstx-crash 10)" = 0.00 ]
+		[ "$(field $w fstx-wal-crash 9)" = 0.00 ]
+		[ "$(field $w fstx-wal-crash 10)" = 0.00 ]
 	done
+	# write-ahead: (a) overwrites commit with one fdatasync; (c) creates
+	# files, so it takes the undo way
+	[ "$(field a fstx-wal 8)" = 0.00 ]
+	[ "$(field a fstx-wal 9)" = 1.00 ]
+	[ "$(field a fstx-wal 10)" = 0.00 ]
+	[ "$(field c fstx-wal 9)" = 2.00 ]
+	[ "$(field c fstx-wal 10)" = 1.00 ]
 	# (c) rename pattern: 100 files + the new directory + its parent
 	[ "$(field c rename 8)" = 102.00 ]
 	# SQLite's own syncs are seen (interposed across the shared library)
@@ -45,8 +54,11 @@ field() {
 
 @test "fstxbench: 8 concurrent writers all commit" {
 	mkdir -p "$D/work"
-	"$BENCH" -s 0.1 -r 1 -w e8 -m fstx,fstx-crash,sqlite-wal -t t "$D/work" >"$D/out.tsv"
+	"$BENCH" -s 0.1 -r 1 -w e8 -m fstx,fstx-crash,sqlite-wal,fstx-wal -t t "$D/work" >"$D/out.tsv"
 	[ "$(field e8 fstx 4)" -eq 80 ]
+	[ "$(field e8 fstx-wal 4)" -eq 80 ]
+	# group commit: never more than one fdatasync per transaction
+	awk -F'\t' '$3 == "fstx-wal" && ($9 > 1 || $10 != 0) { exit 1 }' "$D/out.tsv"
 	[ "$(field e8 fstx-crash 4)" -eq 80 ]
 	[ "$(field e8 sqlite-wal 4)" -eq 80 ]
 	[ "$(field e8 fstx 9)" = 2.00 ]
