@@ -13,7 +13,10 @@
  *      Each such change is a "set": the bytes, the size or the xattr value
  *      it leaves do not depend on what was there before.
  *  W2. Layout: sector 0 holds the header (magic "FSTXWAL1", version, salt,
- *      CRC-32C); bytes 512..575 the hint (W4); records start at byte 1024.
+ *      CRC-32C); records start at byte 1024.  The hint (W4, W5) and each
+ *      record's state word live in .fstx/walsync, notes for this boot that
+ *      are never synced, so a record's barrier writes the record's pages
+ *      only, and no page of the log is written again after its barrier.
  *      A record is a 32-byte header (magic "FXW1", entry count, payload
  *      length, the header's salt, CRC-32C over the header with crc 0 and
  *      the payload), then its entries, each 8-byte aligned: a 40-byte entry
@@ -25,7 +28,7 @@
  *      that most records overwrite allocated blocks and their fdatasync
  *      flushes data only, not the file's size.
  *  W3. Commit: under the lock the record is written whole at the log's
- *      end (state word PENDING, outside the CRC) and the hint's END moves
+ *      end (state word PENDING) and the hint's END moves
  *      past it; then the lock is dropped for fdatasync(wal), the commit
  *      point and the transaction's one barrier.  Writers queue for it on
  *      the flock of .fstx/walsync, and one fdatasync serves every record
@@ -99,7 +102,10 @@
 #define W_FILE_MAGIC "FSTXWAL1"
 #define W_REC_MAGIC 0x31575846u /* "FXW1" little-endian */
 #define W_VERSION 1
-#define W_HINT 512
+/* .fstx/walsync: page-cache notes of this boot, never synced (W2) */
+#define S_GROUP 0      /* group commit: (salt, end) durable */
+#define S_HINT 64      /* the hint */
+#define S_STATE 4096   /* state words: 4 bytes per 8 bytes of log */
 #define W_START 1024
 #define W_CHUNK (1u << 20)
 #define W_BUF (64u << 10)
@@ -132,7 +138,6 @@ struct wrec {
 
 enum { WS_PENDING = 0, WS_APPLIED = 1, WS_CANCELLED = 2, WS_APPLYING = 3 };
 #define WS_OPEN(s) ((s) == WS_PENDING || (s) == WS_APPLYING) /* not yet applied */
-#define W_STATE_OFF offsetof(struct wrec, state)
 
 struct went {
 	uint32_t kind, plen;
@@ -222,17 +227,37 @@ static void hint_fill(struct whint *h, uint64_t salt, uint64_t end,
 	h->crc = fx_crc32c(0, h, sizeof(*h));
 }
 
+/* .fstx/walsync, opened (and made) when first needed. */
+static int side_fd(struct fstx_domain *d)
+{
+	int r;
+
+	if (d->walsync < 0) {
+		r = fstx_os.openat2(d->meta, "walsync", O_RDWR | O_CREAT, 0600,
+				    FX_RESOLVE);
+		if (r < 0)
+			return r;
+		d->walsync = r;
+	}
+	return d->walsync;
+}
+
+static uint64_t state_off(uint64_t rec)
+{
+	return S_STATE + rec / 8 * 4;
+}
+
 /* The hint from d->wal_end and d->wal_applied (no barrier). */
 static int hint_write(struct fstx_domain *d)
 {
 	struct whint h;
 	char boot[37];
-	int r = fstx_os.boot_id(boot);
+	int r = fstx_os.boot_id(boot), fd = side_fd(d);
 
-	if (r < 0)
-		return r;
+	if (r < 0 || fd < 0)
+		return r < 0 ? r : fd;
 	hint_fill(&h, d->wal_salt, d->wal_end, d->wal_applied, boot);
-	return write_all(d->wal, &h, sizeof(h), W_HINT);
+	return write_all(fd, &h, sizeof(h), S_HINT);
 }
 
 /*
@@ -245,31 +270,26 @@ static int wal_reset(struct fstx_domain *d, int created)
 {
 	unsigned char b[W_START];
 	struct wfile f = { .magic = W_FILE_MAGIC, .version = W_VERSION };
-	struct whint h;
-	char boot[37];
+	uint64_t old = d->wal_salt;
 	int r;
 
-	if ((r = fstx_os.boot_id(boot)) < 0)
-		return r;
 	do {
 		if (getrandom(&f.salt, sizeof(f.salt), 0) != sizeof(f.salt))
 			return -EIO;
 	} while (!f.salt || f.salt == d->wal_salt);
 	f.crc = fx_crc32c(0, &f, sizeof(f));
-	hint_fill(&h, f.salt, W_START, W_START, boot);
 	memset(b, 0, sizeof(b));
 	memcpy(b, &f, sizeof(f));
-	memcpy(b + W_HINT, &h, sizeof(h));
 	if ((r = write_all(d->wal, b, sizeof(b), 0)) < 0)
 		return r;
-	if ((d->wal_salt && (r = fstx_os.fdatasync(d->wal)) < 0) ||
+	if ((old && (r = fstx_os.fdatasync(d->wal)) < 0) ||
 	    (created && (r = fstx_os.fsync(d->meta)) < 0)) {
 		d->latched = r;
 		return r;
 	}
 	d->wal_salt = f.salt;
 	d->wal_end = d->wal_applied = W_START;
-	return 0;
+	return hint_write(d);
 }
 
 /*
@@ -280,23 +300,21 @@ static int wal_reset(struct fstx_domain *d, int created)
  */
 static int wal_load(struct fstx_domain *d, int *fresh)
 {
-	unsigned char b[W_START];
 	struct wfile f;
 	struct whint h;
 	char boot[37];
 	uint32_t crc;
-	int r = wal_open(d, 0, NULL);
+	int r = wal_open(d, 0, NULL), fd;
 
 	d->wal_salt = 0;
 	d->wal_end = d->wal_applied = 0;
 	*fresh = 0;
 	if (r <= 0)
 		return r;
-	if ((r = read_all(d->wal, b, sizeof(b), 0)) == -ENODATA)
+	if ((r = read_all(d->wal, &f, sizeof(f), 0)) == -ENODATA)
 		return 1; /* never completed: no record can be committed */
 	if (r < 0)
 		return r;
-	memcpy(&f, b, sizeof(f));
 	crc = f.crc;
 	f.crc = 0;
 	if (memcmp(f.magic, W_FILE_MAGIC, 8) || fx_crc32c(0, &f, sizeof(f)) != crc ||
@@ -305,7 +323,12 @@ static int wal_load(struct fstx_domain *d, int *fresh)
 	if (f.version != W_VERSION)
 		return -EUCLEAN;
 	d->wal_salt = f.salt;
-	memcpy(&h, b + W_HINT, sizeof(h));
+	if ((fd = side_fd(d)) < 0)
+		return fd;
+	if ((r = read_all(fd, &h, sizeof(h), S_HINT)) == -ENODATA)
+		return 1; /* no hint: replay everything */
+	if (r < 0)
+		return r;
 	crc = h.crc;
 	h.crc = 0;
 	if ((r = fstx_os.boot_id(boot)) < 0)
@@ -467,12 +490,22 @@ static int rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 }
 
 /* Record header at off (no CRC check); 0, or -EUCLEAN where none can be. */
+/* The record's header, with its state word from .fstx/walsync. */
 static int rec_head(struct fstx_domain *d, uint64_t off, struct wrec *h)
 {
-	int r = read_all(d->wal, h, sizeof(*h), off);
+	int r = read_all(d->wal, h, sizeof(*h), off), fd;
 
 	if (r == -ENODATA || (!r && (h->magic != W_REC_MAGIC || h->salt != d->wal_salt)))
 		return -EUCLEAN; /* the hint points at no record: damage */
+	if (r < 0)
+		return r;
+	if ((fd = side_fd(d)) < 0)
+		return fd;
+	r = read_all(fd, &h->state, sizeof(h->state), state_off(off));
+	if (r == -ENODATA) { /* never written: a hole */
+		h->state = WS_PENDING;
+		r = 0;
+	}
 	return r;
 }
 
@@ -483,7 +516,9 @@ static uint64_t rec_next(uint64_t off, const struct wrec *h)
 
 static int set_state(struct fstx_domain *d, uint64_t off, uint32_t state)
 {
-	return write_all(d->wal, &state, sizeof(state), off + W_STATE_OFF);
+	int fd = side_fd(d);
+
+	return fd < 0 ? fd : write_all(fd, &state, sizeof(state), state_off(off));
 }
 
 /* Move APPLIED past records no longer PENDING, and write the hint (W4). */
@@ -921,21 +956,16 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 	uint32_t crc;
 	int r;
 
-	if (d->walsync < 0) {
-		r = fstx_os.openat2(d->meta, "walsync", O_RDWR | O_CREAT, 0600,
-				    FX_RESOLVE);
-		if (r < 0)
-			return r;
-		d->walsync = r;
-	}
+	if ((r = side_fd(d)) < 0)
+		return r;
 	if ((r = fstx_os.flock(d->walsync, LOCK_EX)) < 0)
 		return r;
-	r = read_all(d->walsync, &g, sizeof(g), 0);
+	r = read_all(d->walsync, &g, sizeof(g), S_GROUP);
 	if (r == 0 && g.salt == salt && g.end >= end)
 		goto out; /* covered by an earlier barrier */
 	if (r < 0 && r != -ENODATA)
 		goto out;
-	if (read_all(d->wal, &h, sizeof(h), W_HINT) == 0) {
+	if (read_all(d->walsync, &h, sizeof(h), S_HINT) == 0) {
 		crc = h.crc;
 		h.crc = 0;
 		if (crc == fx_crc32c(0, &h, sizeof(h)) && h.salt == salt && h.end > end)
@@ -944,7 +974,7 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 	if ((r = fstx_os.fdatasync(d->wal)) == 0) {
 		g.salt = salt;
 		g.end = target;
-		r = write_all(d->walsync, &g, sizeof(g), 0);
+		r = write_all(d->walsync, &g, sizeof(g), S_GROUP);
 	}
 out:
 	fstx_os.flock(d->walsync, LOCK_UN);
@@ -1033,7 +1063,7 @@ static int append(struct fstx_domain *d, const struct plan *P,
 	    (r = grow(d, end)) < 0)
 		goto undo;
 	d->wal_end = end;
-	if ((r = hint_write(d)) < 0) {
+	if ((r = set_state(d, *at, WS_PENDING)) < 0 || (r = hint_write(d)) < 0) {
 		d->wal_end = *at;
 		goto undo;
 	}
