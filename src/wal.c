@@ -93,6 +93,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -1165,18 +1166,25 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		goto out;
 	salt = d->wal_salt;
 	if (!d->nosync) {
-		/* W3: sync with the lock dropped, so others append meanwhile */
-		fx_unlock(d);
-		rs = group_sync(d, salt, d->wal_end);
-		if ((r = fx_lock(d)) < 0) {
-			d->latched = (int)r; /* the record stays PENDING for a helper */
-			goto out;
-		}
-		if ((r = applied_meanwhile(d, at, salt)) != 0) {
-			if (r > 0)
-				results(ut, P, res);
-			r = r > 0 ? 0 : r;
-			goto out;
+		/* W3: sync with the lock dropped, so others append meanwhile
+		 * (not on tmpfs: there is no device flush to share) */
+		int share = d->fs.magic != TMPFS_MAGIC;
+
+		if (!share)
+			rs = fstx_os.fdatasync(d->wal);
+		else {
+			fx_unlock(d);
+			rs = group_sync(d, salt, d->wal_end);
+			if ((r = fx_lock(d)) < 0) {
+				d->latched = (int)r; /* stays PENDING for a helper */
+				goto out;
+			}
+			if ((r = applied_meanwhile(d, at, salt)) != 0) {
+				if (r > 0)
+					results(ut, P, res);
+				r = r > 0 ? 0 : r;
+				goto out;
+			}
 		}
 		if (rs < 0) {
 			d->latched = rs;
