@@ -490,24 +490,32 @@ static int rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 	return r;
 }
 
-/* Record header at off (no CRC check); 0, or -EUCLEAN where none can be. */
-/* The record's header, with its state word from .fstx/walsync. */
-static int rec_head(struct fstx_domain *d, uint64_t off, struct wrec *h)
+/* The state word of the record at off, from .fstx/walsync (W2). */
+static int rec_state(struct fstx_domain *d, uint64_t off, uint32_t *state)
 {
-	int r = read_all(d->wal, h, sizeof(*h), off), fd;
+	int fd = side_fd(d), r;
 
-	if (r == -ENODATA || (!r && (h->magic != W_REC_MAGIC || h->salt != d->wal_salt)))
-		return -EUCLEAN; /* the hint points at no record: damage */
-	if (r < 0)
-		return r;
-	if ((fd = side_fd(d)) < 0)
+	if (fd < 0)
 		return fd;
-	r = read_all(fd, &h->state, sizeof(h->state), state_off(off));
+	r = read_all(fd, state, sizeof(*state), state_off(off));
 	if (r == -ENODATA) { /* never written: a hole */
-		h->state = WS_PENDING;
+		*state = WS_PENDING;
 		r = 0;
 	}
 	return r;
+}
+
+/*
+ * The record's header at off (no CRC check) with its state word; 0, or
+ * -EUCLEAN where the hint says a record is and none is.
+ */
+static int rec_head(struct fstx_domain *d, uint64_t off, struct wrec *h)
+{
+	int r = read_all(d->wal, h, sizeof(*h), off);
+
+	if (r == -ENODATA || (!r && (h->magic != W_REC_MAGIC || h->salt != d->wal_salt)))
+		return -EUCLEAN; /* the hint points at no record: damage */
+	return r < 0 ? r : rec_state(d, off, &h->state);
 }
 
 static uint64_t rec_next(uint64_t off, const struct wrec *h)
@@ -584,6 +592,8 @@ static int wal_help(struct fstx_domain *d)
 			r = r < 0 ? r : -EUCLEAN;
 			goto out;
 		}
+		if ((r = rec_state(d, off, &h.state)) < 0)
+			goto out;
 		if (!WS_OPEN(h.state))
 			continue;
 		if ((r = set_state(d, off, WS_APPLYING)) < 0 ||

@@ -799,6 +799,49 @@ static void concurrent_threads(void **state)
 	free(d);
 }
 
+/* A helper applies only the records not yet applied (W4), in log order. */
+static long seen_a, seen_b;
+static ssize_t spy_pwrite(int fd, const void *b, size_t n, off_t o)
+{
+	if (n == 4 && !memcmp(b, "AAAA", 4))
+		seen_a++;
+	if (n == 4 && !memcmp(b, "BBBB", 4))
+		seen_b++;
+	return fstx_os_libc.pwrite(fd, b, n, o);
+}
+
+static void help_applies_open_records_only(void **state)
+{
+	char *d = t_fresh(), *got;
+	size_t len;
+	int st;
+	pid_t p;
+
+	(void)state;
+	assert_int_equal(tx_text(d, "option wal\nopen 0 a O_WRONLY\npwrite 0 \"AAAA\" 0\n",
+				 NULL), 0);
+	p = fork();
+	if (p == 0) { /* appends its record, dies at the barrier: PENDING */
+		fstx_os.fdatasync = die_at_barrier;
+		tx_text(d, "option wal\nopen 0 b O_WRONLY\npwrite 0 \"BBBB\" 0\n", NULL);
+		_exit(1);
+	}
+	assert_int_equal(waitpid(p, &st, 0), p);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 7);
+	seen_a = seen_b = 0;
+	fstx_os.pwrite = spy_pwrite;
+	/* touches b: applies the open record first, then itself */
+	assert_int_equal(tx_text(d, "option wal\nopen 0 b O_WRONLY\npwrite 0 \"CCCC\" 4\n",
+				 NULL), 0);
+	fstx_os = fstx_os_libc;
+	assert_int_equal(seen_a, 0); /* applied long ago: not again */
+	assert_int_equal(seen_b, 1);
+	got = t_read(d, "b", &len);
+	assert_memory_equal(got, "BBBBCCCC", 8);
+	free(got);
+	t_drop(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -808,6 +851,7 @@ int main(void)
 		cmocka_unit_test(apply_fails),
 		cmocka_unit_test(reboot_replays_all),
 		cmocka_unit_test(damaged),
+		cmocka_unit_test(help_applies_open_records_only),
 		cmocka_unit_test(kill_every_call),
 		cmocka_unit_test(errors_every_call),
 		cmocka_unit_test(concurrent_writers),
