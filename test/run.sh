@@ -85,7 +85,7 @@ run_fs() {
 		read -r p f < <(tally "$out")
 		[ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
 		pass=$((pass + p)) fail=$((fail + f))
-		grep -E '^(kill|random kill|errors|rollback|power-loss|large|journal damage|race|bank|read_begin|wal[a-z -]*|itx[a-z -]*):' "$out" | sed "s/^/  $name: /"
+		grep -E '^(kill|random kill|errors|rollback|power-loss|large|journal damage|race|bank|read_begin|power-loss wal|wal[a-z -]*|itx[a-z -]*):' "$out" | sed "s/^/  $name: /"
 		if [ "$rc" -ne 0 ]; then
 			echo "  $t FAILED on $name:"
 			grep -E 'ERROR|FAILED|not ok|^#' "$out" | head -20 | sed 's/^/    /'
