@@ -148,6 +148,9 @@ int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes);
 extern uint64_t fx_wal_max;
 /* Transactions writing more data than this take the undo way. */
 extern uint64_t fx_wal_large;
+/* No log entry reaches past this offset (below every supported
+ * filesystem's limit); recovery refuses one that does. */
+#define FX_WAL_MAX_OFF (1ULL << 40)
 
 /* ---- api.c: the transaction handle (itx.c reads it too) ---- */
 struct fstx_tx {

@@ -396,7 +396,6 @@ static int op_fails(const struct btrfs_ioctl_usertrans_op *op, uint64_t utflags,
  * Rule W1 of wal.c: may this transaction go through the log?  Fills res
  * with every op's result, all predicted to succeed.
  */
-#define WAL_MAX_OFF (1ULL << 40) /* below every supported filesystem's limit */
 #define WAL_MAX_XATTR 1024
 
 static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertrans *ut,
@@ -426,13 +425,13 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 			res[i] = a[3];
 			break;
 		case BTRFS_IOC_UT_OP_PWRITE:
-			if (!wr[a[0]] || (uint64_t)a[3] + (uint64_t)a[2] > WAL_MAX_OFF)
+			if (!wr[a[0]] || (uint64_t)a[3] + (uint64_t)a[2] > FX_WAL_MAX_OFF)
 				goto out;
 			res[i] = a[2];
 			bytes += (uint64_t)a[2];
 			break;
 		case BTRFS_IOC_UT_OP_TRUNCATE:
-			if ((uint64_t)a[1] > WAL_MAX_OFF)
+			if ((uint64_t)a[1] > FX_WAL_MAX_OFF)
 				goto out;
 			break;
 		case BTRFS_IOC_UT_OP_SETXATTR:

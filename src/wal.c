@@ -6,7 +6,8 @@
  *
  *  W1. A transaction takes this path only when trans.c finds it eligible:
  *      no name step, every op predicted to succeed (no FAIL_ON fires), at
- *      most fx_wal_large bytes of data (more is cheaper the undo way), and
+ *      most fx_wal_large bytes of data (more is cheaper the undo way),
+ *      nothing past FX_WAL_MAX_OFF (replay refuses entries that are), and
  *      its changes are pwrites at fixed offsets into existing regular files,
  *      truncates of them (also by O_TRUNC), and setxattr (flags 0) of
  *      small user.* xattrs.
@@ -455,10 +456,8 @@ static int rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 			break;
 		if (e.kind == W_SETX ? (e.b > FSTX_MAX_XATTR || !e.nlen) : e.nlen)
 			break;
-		if (e.kind == W_PWRITE && e.a > INT64_MAX - e.b)
-			break;
-		if (e.kind == W_TRUNC && e.a > INT64_MAX)
-			break;
+		if (e.a > FX_WAL_MAX_OFF || e.b > FX_WAL_MAX_OFF - e.a)
+			break; /* no commit writes such an entry (W1) */
 		if (e.kind < W_PWRITE || e.kind > W_SETX)
 			break;
 		p = pad8(data + e.b);
