@@ -74,6 +74,24 @@ static char *fz_fresh_domain(void)
 	return t_snapshot(fz_dom);
 }
 
+/* Parse text (it must parse) and run it on the fuzzed domain. */
+static inline long fz_run_text(const char *text)
+{
+	struct btrfs_ioctl_usertrans ut = { 0 };
+	struct fx_txt t;
+	int fd;
+	long r;
+
+	if (fx_txt_parse(text, strlen(text), AT_FDCWD, &t) < 0)
+		abort();
+	fx_txt_ut(&t, &ut);
+	fd = open(fz_dom, O_RDONLY | O_DIRECTORY);
+	r = fstx_usertrans(fd, &ut);
+	close(fd);
+	fx_txt_free(&t);
+	return r;
+}
+
 /* DIR/.fstx/rel of the fuzzed domain (malloc'd). */
 static inline char *fz_path_in(const char *rel)
 {

@@ -23,23 +23,6 @@
 static long fail_at; /* call number where the sticky EIO starts */
 static char *committed; /* the tree after transaction 0 commits */
 
-static long run_tx(void)
-{
-	struct btrfs_ioctl_usertrans ut = { 0 };
-	struct fx_txt t;
-	int fd;
-	long r;
-
-	if (fx_txt_parse(corpus[0], strlen(corpus[0]), AT_FDCWD, &t) < 0)
-		abort();
-	fx_txt_ut(&t, &ut);
-	fd = open(fz_dom, O_RDONLY | O_DIRECTORY);
-	r = fstx_usertrans(fd, &ut);
-	close(fd);
-	fx_txt_free(&t);
-	return r;
-}
-
 static int journal_hot(void)
 {
 	struct stat st;
@@ -57,7 +40,7 @@ static char *make_hot(void)
 
 	fo_install(FO_FAIL, fail_at, EIO);
 	fo.sticky = 1;
-	run_tx();
+	fz_run_text(corpus[0]);
 	fo_remove();
 	return init;
 }
@@ -93,7 +76,7 @@ static void find_fail_at(void)
 
 	free(fz_fresh_domain());
 	fo_install(FO_COUNT, 0, 0);
-	if (run_tx() != 0)
+	if (fz_run_text(corpus[0]) != 0)
 		abort();
 	committed = t_snapshot(fz_dom);
 	calls = fo.calls;

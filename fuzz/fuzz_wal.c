@@ -39,23 +39,6 @@ static int other_boot(char id[37])
 	return 0;
 }
 
-static long run_text(const char *text)
-{
-	struct btrfs_ioctl_usertrans ut = { 0 };
-	struct fx_txt t;
-	int fd;
-	long r;
-
-	if (fx_txt_parse(text, strlen(text), AT_FDCWD, &t) < 0)
-		abort();
-	fx_txt_ut(&t, &ut);
-	fd = open(fz_dom, O_RDONLY | O_DIRECTORY);
-	r = fstx_usertrans(fd, &ut);
-	close(fd);
-	fx_txt_free(&t);
-	return r;
-}
-
 /* The committed tree and its log, once. */
 static void make_log(void)
 {
@@ -63,7 +46,7 @@ static void make_log(void)
 	size_t n;
 
 	for (size_t i = 0; i < NWAL; i++)
-		if (run_text(wal_tx[i]) != 0)
+		if (fz_run_text(wal_tx[i]) != 0)
 			abort();
 	committed = t_snapshot(fz_dom);
 	p = fz_path_in("wal");
@@ -153,7 +136,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	/* the committed tree, as after a crash that lost nothing */
 	free(fz_fresh_domain());
 	for (size_t i = 0; i < NWAL; i++)
-		if (run_text(wal_tx[i]) != 0)
+		if (fz_run_text(wal_tx[i]) != 0)
 			abort();
 	wp = fz_path_in("wal");
 	base = fz_read_file(wp, &blen); /* this tree's log: its inode numbers */
