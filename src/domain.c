@@ -55,6 +55,13 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 	d->txid = 0;
 	d->failed_op = -1;
 	d->mark = -1;
+	d->marks_clean = 0;
+	d->wal_clean = 0;
+	d->space_tx = 0;
+	d->space_free = 0;
+	d->fdc_next = 0;
+	for (size_t i = 0; i < FX_FDC; i++)
+		d->fdc[i] = (struct fx_fdc){ .fd = -1 };
 	r = fstx_os.openat2(dirfd, ".", O_RDONLY | O_DIRECTORY, 0, 0);
 	if (r < 0)
 		return r;
@@ -101,6 +108,11 @@ void fx_domain_fini(struct fstx_domain *d)
 			fstx_os.close(*fds[i]);
 		*fds[i] = -1;
 	}
+	for (size_t i = 0; i < FX_FDC; i++) {
+		if (d->fdc[i].fd >= 0)
+			fstx_os.close(d->fdc[i].fd);
+		d->fdc[i].fd = -1;
+	}
 }
 
 int fx_lock(struct fstx_domain *d)
@@ -125,10 +137,12 @@ int fx_is_wedged(struct fstx_domain *d)
 
 int fx_wedge(struct fstx_domain *d)
 {
-	int fd = fstx_os.openat2(d->meta, "wedged", O_WRONLY | O_CREAT, 0600,
-				 FX_RESOLVE);
-	int r;
+	int fd, r = fx_wal_set_dirty(d);
 
+	if (r < 0)
+		return r;
+	fd = fstx_os.openat2(d->meta, "wedged", O_WRONLY | O_CREAT, 0600,
+			     FX_RESOLVE);
 	if (fd < 0)
 		return fd;
 	r = fstx_os.fsync(fd);

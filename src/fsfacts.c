@@ -18,14 +18,18 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <linux/magic.h>
 
 void fx_fs_detect(struct fstx_domain *d)
 {
 	struct statfs sf;
+	struct stat st;
 
 	d->fs = (struct fx_fsfacts){ 0 };
+	if (fstx_os.fstat(d->root, &st) == 0)
+		d->fs.dev = (uint64_t)st.st_dev;
 	if (fstx_os.fstatfs(d->root, &sf) == 0) {
 		d->fs.magic = (long)sf.f_type;
 		d->fs.block_size = (uint32_t)sf.f_bsize;

@@ -16,6 +16,8 @@
 /* openat2 resolution for canonical paths: no symlinks, no escape. */
 #define FX_RESOLVE 0x0eULL /* BENEATH | NO_SYMLINKS | NO_MAGICLINKS */
 
+#define FX_FDC 32 /* files a handle keeps open for the log (wal.c) */
+
 struct fstx_domain {
 	int root;     /* the domain directory */
 	int meta;     /* DIR/.fstx */
@@ -34,12 +36,20 @@ struct fstx_domain {
 	uint64_t wal_applied; /* wal: records below are applied in place */
 	uint64_t wal_salt; /* wal: salt of the current header */
 	uint64_t wal_size; /* wal: the file is at least this long (grows only) */
+	int wal_clean;     /* wal: the hint's clean word (W8) */
+	int marks_clean;   /* no progress mark was there beside an empty journal */
+	uint32_t space_tx; /* preflight: transactions since the last statvfs */
+	uint64_t space_free; /* preflight: free bytes then, less what they used */
+	/* wal.c: files of recent log transactions, kept open (see fdc_get) */
+	struct fx_fdc { uint64_t ino; int fd, flags; } fdc[FX_FDC];
+	unsigned fdc_next;
 	struct fx_fsfacts {  /* fsfacts.c: detected once per handle */
 		long magic;          /* statfs f_type */
 		uint32_t block_size; /* a power of two >= 512 */
 		int enotempty;       /* rename over a non-empty dir: xfs EEXIST */
 		int probed;          /* the three below are known */
 		int reflink, xattr_user, dir_fsync;
+		uint64_t dev;        /* st_dev of the domain directory */
 	} fs;
 };
 
@@ -135,6 +145,10 @@ extern uint64_t fx_clone_min;
 /* ---- wal.c: the write-ahead log of data-only transactions ---- */
 /* Replay records not yet applied in place (rule W5); 1 replayed, 0 none. */
 int fx_wal_recover(struct fstx_domain *d);
+/* W8: 1 the hint says the domain is clean (log recovered), 0 check it. */
+int fx_wal_enter(struct fstx_domain *d);
+int fx_wal_set_clean(struct fstx_domain *d);
+int fx_wal_set_dirty(struct fstx_domain *d);
 /* 1 if fx_wal_recover would replay something, 0 if not, -errno. */
 int fx_wal_pending(struct fstx_domain *d);
 /* Apply open records, make everything durable in place and empty the log

@@ -5,7 +5,8 @@
  *
  *  1. The journal is clean when it is empty (size 0) and no progress mark
  *     exists (an empty journal beside a mark was cut: corrupt; cleanup
- *     therefore removes marks before it empties the journal).  Any other
+ *     therefore removes marks before it empties the journal; a handle
+ *     looks for such marks once, wal.c W8 says when not at all).  Any other
  *     content is a hot journal, and no transaction starts on the domain until recovery
  *     has rolled it back (or refused it as corrupt).
  *  2. Before a transaction changes anything, fstx plans it completely and
@@ -1047,8 +1048,13 @@ int fx_recover_mode(struct fstx_domain *d, int ignore_commit)
 	int r = fx_journal_hot(d), complete;
 
 	if (r == 0) {
-		/* Rule 1: empty, but a progress mark says changes began. */
+		/* Rule 1: empty, but a progress mark says changes began.  Marks
+		 * exist only beside a hot journal, so an empty journal with one
+		 * is damage from outside: looked for once per handle. */
+		if (d->marks_clean)
+			return 0;
 		r = fx_mark_any(d);
+		d->marks_clean = r == 0;
 		return r < 0 ? r : r ? -EUCLEAN : 0;
 	}
 	if (r < 0)

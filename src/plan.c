@@ -134,6 +134,7 @@ static int real_lookup_fs(struct plan *P, const char *ip, struct node *out)
 		return r;
 	out->state = N_INIT;
 	out->ino = (uint64_t)st.st_ino;
+	out->dev = (uint64_t)st.st_dev;
 	out->size = (uint64_t)st.st_size;
 	out->nlink = (uint64_t)st.st_nlink;
 	out->kind = S_ISREG(st.st_mode) ? K_FILE : S_ISDIR(st.st_mode) ? K_DIR
@@ -815,6 +816,7 @@ static int plan_open(struct plan *P, size_t i, struct pop *po)
 	if (n.state == N_INIT) {
 		po->check_ino = 1;
 		po->ino = n.ino;
+		po->dev = n.dev;
 		if ((ci = cap_of(P, &n)) < 0) {
 			r = ci;
 			goto out;

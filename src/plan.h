@@ -15,6 +15,7 @@ struct node {
 	int newid;       /* N_NEW: identity of the created object */
 	char *ipath;     /* N_INIT: path in the initial tree */
 	uint64_t ino;    /* N_INIT */
+	uint64_t dev;    /* N_INIT: st_dev */
 	uint64_t size;   /* N_INIT files */
 	uint64_t nlink;  /* N_INIT: names of the inode (st_nlink) */
 	char *target;    /* K_LINK */
@@ -34,6 +35,7 @@ struct pop {
 	size_t step0, nsteps;
 	int create;        /* open: staged creation (steps: MKFILE, MOVE) */
 	int check_ino;     /* open: the file must have inode ino */
+	uint64_t dev;      /* check_ino: and be on device dev */
 	uint64_t ino;
 	int64_t obj;       /* the object whose data the op may change: its
 			      inode (initial objects) or -newid (new ones) */

@@ -458,22 +458,38 @@ out:
 	return ok;
 }
 
+#define FX_SPACE_TX 64
+#define FX_SPACE_SLACK (256ull << 20)
+
 static int preflight(struct fstx_domain *d, const struct btrfs_ioctl_usertrans *ut,
 		     const struct plan *P)
 {
 	struct statvfs sv;
 	uint64_t bytes, inodes;
-	int r = fstx_os.fstatvfs(d->root, &sv);
+	int r;
 
-	if (r < 0)
-		return r;
 	bytes = fx_journal_size(d, P->steps, P->nsteps, P->caps, P->ncaps) +
 		(ut->data_bytes ? ut->data_bytes : P->est_bytes);
 	inodes = ut->metadata_ops ? ut->metadata_ops : P->est_inodes;
+	/*
+	 * A hint, not a reservation (others use space too; ENOSPC while
+	 * changing rolls back): statvfs is skipped for small transactions
+	 * while the last one found plenty, for up to FX_SPACE_TX of them.
+	 */
+	if (!inodes && d->space_tx < FX_SPACE_TX &&
+	    d->space_free > bytes + FX_SPACE_SLACK) {
+		d->space_tx++;
+		d->space_free -= bytes;
+		return 0;
+	}
+	if ((r = fstx_os.fstatvfs(d->root, &sv)) < 0)
+		return r;
 	if ((uint64_t)sv.f_bavail * sv.f_frsize < bytes)
 		return -ENOSPC;
 	if (sv.f_files && (uint64_t)sv.f_favail < inodes)
 		return -ENOSPC;
+	d->space_tx = 0;
+	d->space_free = (uint64_t)sv.f_bavail * sv.f_frsize - bytes;
 	return 0;
 }
 
@@ -586,12 +602,17 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 		return d->latched;
 	if ((r = fx_lock(d)) < 0)
 		return r;
-	if ((r = fx_is_wedged(d)) != 0) {
-		r = r > 0 ? -EROFS : r;
+	if ((r = fx_wal_enter(d)) < 0)
 		goto out;
+	if (r == 0) { /* not known clean: look (W8) */
+		if ((r = fx_is_wedged(d)) != 0) {
+			r = r > 0 ? -EROFS : r;
+			goto out;
+		}
+		if ((r = fx_recover_locked(d)) < 0 || (r = fx_wal_recover(d)) < 0 ||
+		    (r = fx_wal_set_clean(d)) < 0)
+			goto out;
 	}
-	if ((r = fx_recover_locked(d)) < 0 || (r = fx_wal_recover(d)) < 0)
-		goto out;
 again:
 	if ((r = fx_plan_build(&P)) < 0) {
 		d->failed_op = P.failed_op;
@@ -613,8 +634,10 @@ again:
 		goto again;
 	}
 	journaled = P.nsteps || wants_undo(&P);
-	/* the undo way must never be replayed over (wal.c W6) */
-	if (journaled && (r = fx_wal_checkpoint(d)) < 0)
+	/* the undo way must never be replayed over (wal.c W6); the hint
+	 * stops saying clean before the journal is written (W8) */
+	if (journaled && ((r = fx_wal_set_dirty(d)) < 0 ||
+			  (r = fx_wal_checkpoint(d)) < 0))
 		goto out;
 	if (journaled && (r = fx_clean_scratch(d)) < 0)
 		goto out;

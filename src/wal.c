@@ -81,8 +81,27 @@
  *      log is written the same way, and the directory .fstx/ is fsynced
  *      once so the log's name is durable.
  *  W7. Crash-only transactions (FSTX_UT_NOSYNC) skip the barrier of W3 and
- *      keep the lock throughout.  Checkpoints and helpers keep their
- *      barriers: they may apply records of durable transactions.
+ *      keep the lock throughout, so their record is appended as APPLYING.
+ *      Checkpoints and helpers keep their barriers: they may apply records
+ *      of durable transactions.  A writer whose record is the first open
+ *      one moves APPLIED past it after applying, without writing its state
+ *      word APPLIED: nothing reads state words below APPLIED, and every
+ *      record's word is written when the record is appended.
+ *  W8. The hint carries a clean word: 1 says that no wedge mark, no hot
+ *      journal and no progress mark exists.  A lock holder that finds the
+ *      hint of this boot saying clean skips looking for them (three system
+ *      calls); one that looked and found none sets the word.  Whoever is
+ *      about to make one of them (the undo way, before its checkpoint and
+ *      journal; a wedge) first writes the hint with the word 0, and a lock
+ *      holder that reloads the hint takes the word from it, so a later
+ *      hint never says clean over them.  The word lives in the page cache
+ *      of this boot like the rest of the hint; after a reboot the hint is
+ *      not trusted and the checks run.  A wedge mark or journal made by
+ *      hand in .fstx/ is not seen while the hint says clean.
+ *  W9. The header's salt is read again only when the hint's salt is not
+ *      the one this handle last read there: a checkpoint writes the hint
+ *      invalid before it writes a new header (W6), so a valid hint with
+ *      the old salt means the header has not changed.
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to
@@ -95,6 +114,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/magic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -129,6 +149,7 @@ struct whint {
 	uint64_t salt, end, applied;
 	char boot[36];
 	uint32_t crc;
+	uint32_t clean, pad; /* W8; not covered by the CRC (a later addition) */
 };
 
 struct wrec {
@@ -148,7 +169,7 @@ struct went {
 };
 
 _Static_assert(sizeof(struct wfile) == 32, "wal header");
-_Static_assert(sizeof(struct whint) == 64, "wal hint");
+_Static_assert(sizeof(struct whint) == 72, "wal hint");
 _Static_assert(sizeof(struct wrec) == 32, "wal record header");
 _Static_assert(sizeof(struct went) == 40, "wal entry header");
 
@@ -226,7 +247,7 @@ static void hint_fill(struct whint *h, uint64_t salt, uint64_t end,
 	h->end = end;
 	h->applied = applied;
 	memcpy(h->boot, boot, sizeof(h->boot));
-	h->crc = fx_crc32c(0, h, sizeof(*h));
+	h->crc = fx_crc32c(0, h, offsetof(struct whint, clean));
 }
 
 /* .fstx/walsync, opened (and made) when first needed. */
@@ -259,7 +280,28 @@ static int hint_write(struct fstx_domain *d)
 	if (r < 0 || fd < 0)
 		return r < 0 ? r : fd;
 	hint_fill(&h, d->wal_salt, d->wal_end, d->wal_applied, boot);
+	h.clean = d->wal_clean;
 	return write_all(fd, &h, sizeof(h), S_HINT);
+}
+
+/* 1 a valid hint of this boot in *h, 0 none, -errno. */
+static int hint_read(struct fstx_domain *d, struct whint *h)
+{
+	char boot[37];
+	uint32_t crc;
+	int r = read_all(d->walsync, h, sizeof(*h), S_HINT);
+
+	if (r == -ENODATA)
+		return 0;
+	if (r < 0)
+		return r;
+	if ((r = fstx_os.boot_id(boot)) < 0)
+		return r;
+	crc = h->crc;
+	h->crc = 0;
+	return fx_crc32c(0, h, offsetof(struct whint, clean)) == crc && h->salt &&
+	       h->end >= W_START && h->applied >= W_START && h->applied <= h->end &&
+	       !memcmp(h->boot, boot, sizeof(h->boot));
 }
 
 /*
@@ -282,7 +324,10 @@ static int wal_reset(struct fstx_domain *d, int created)
 	f.crc = fx_crc32c(0, &f, sizeof(f));
 	memset(b, 0, sizeof(b));
 	memcpy(b, &f, sizeof(f));
-	if ((r = write_all(d->wal, b, sizeof(b), 0)) < 0)
+	/* the hint goes first: a loader trusts its salt without the header */
+	if ((r = side_fd(d)) < 0 ||
+	    (r = write_all(d->walsync, b + 64, sizeof(struct whint), S_HINT)) < 0 ||
+	    (r = write_all(d->wal, b, sizeof(b), 0)) < 0)
 		return r;
 	if ((old && (r = fstx_os.fdatasync(d->wal)) < 0) ||
 	    (created && (r = fstx_os.fsync(d->meta)) < 0)) {
@@ -302,22 +347,32 @@ static int wal_reset(struct fstx_domain *d, int created)
  */
 static int wal_load(struct fstx_domain *d, int *fresh)
 {
+	uint64_t known = d->wal_salt;
 	struct wfile f;
 	struct whint h;
-	char boot[37];
-	uint32_t crc;
-	int r = wal_open(d, 0, NULL), fd;
+	int r = wal_open(d, 0, NULL), fd, hint;
 
 	d->wal_salt = 0;
 	d->wal_end = d->wal_applied = 0;
+	d->wal_clean = 0;
 	*fresh = 0;
 	if (r <= 0)
 		return r;
+	if ((fd = side_fd(d)) < 0)
+		return fd;
+	if ((hint = hint_read(d, &h)) < 0)
+		return hint;
+	if (hint && known && h.salt == known) {
+		/* the header this handle read: a new one changes the hint first */
+		d->wal_salt = known;
+		goto fresh;
+	}
 	if ((r = read_all(d->wal, &f, sizeof(f), 0)) == -ENODATA)
 		return 1; /* never completed: no record can be committed */
 	if (r < 0)
 		return r;
-	crc = f.crc;
+	uint32_t crc = f.crc;
+
 	f.crc = 0;
 	if (memcmp(f.magic, W_FILE_MAGIC, 8) || fx_crc32c(0, &f, sizeof(f)) != crc ||
 	    !f.salt)
@@ -325,23 +380,13 @@ static int wal_load(struct fstx_domain *d, int *fresh)
 	if (f.version != W_VERSION)
 		return -EUCLEAN;
 	d->wal_salt = f.salt;
-	if ((fd = side_fd(d)) < 0)
-		return fd;
-	if ((r = read_all(fd, &h, sizeof(h), S_HINT)) == -ENODATA)
-		return 1; /* no hint: replay everything */
-	if (r < 0)
-		return r;
-	crc = h.crc;
-	h.crc = 0;
-	if ((r = fstx_os.boot_id(boot)) < 0)
-		return r;
-	if (fx_crc32c(0, &h, sizeof(h)) == crc && h.salt == f.salt &&
-	    h.end >= W_START && h.applied >= W_START && h.applied <= h.end &&
-	    !memcmp(h.boot, boot, sizeof(h.boot))) {
-		*fresh = 1;
-		d->wal_end = h.end;
-		d->wal_applied = h.applied;
-	}
+	if (!hint || h.salt != f.salt)
+		return 1; /* no hint of this boot: replay everything */
+fresh:
+	*fresh = 1;
+	d->wal_end = h.end;
+	d->wal_applied = h.applied;
+	d->wal_clean = h.clean == 1;
 	return 1;
 }
 
@@ -606,21 +651,64 @@ out:
 	return r < 0 ? r : 1;
 }
 
+static int recover_loaded(struct fstx_domain *d, int fresh);
+
 /*
  * Replay every valid record from the start (W5), when no hint of this
  * boot says what was applied.  1 replayed something, 0 nothing, -errno.
  */
 int fx_wal_recover(struct fstx_domain *d)
 {
+	int fresh, r = wal_load(d, &fresh);
+
+	if (r <= 0 || !d->wal_salt)
+		return r < 0 ? r : 0;
+	return recover_loaded(d, fresh);
+}
+
+/*
+ * W8: at the start of a transaction, a hint of this boot that says clean
+ * stands for the checks of the wedge mark, the journal and the progress
+ * marks.  1 clean (and the log recovered as fx_wal_recover() does), 0 the
+ * caller must check (and then fx_wal_recover()), -errno.
+ */
+int fx_wal_enter(struct fstx_domain *d)
+{
+	int fresh, r = wal_load(d, &fresh);
+
+	if (r <= 0 || !d->wal_salt || !fresh || !d->wal_clean)
+		return r < 0 ? r : 0;
+	r = recover_loaded(d, fresh);
+	return r < 0 ? r : 1;
+}
+
+/* The checks of W8 found the domain clean: say so in the hint. */
+int fx_wal_set_clean(struct fstx_domain *d)
+{
+	if (!d->wal_salt || d->wal_clean)
+		return 0;
+	d->wal_clean = 1;
+	return hint_write(d);
+}
+
+/* Before the journal, a progress mark or the wedge mark is made (W8). */
+int fx_wal_set_dirty(struct fstx_domain *d)
+{
+	if (!d->wal_clean)
+		return 0;
+	d->wal_clean = 0;
+	return d->wal_salt ? hint_write(d) : 0;
+}
+
+static int recover_loaded(struct fstx_domain *d, int fresh)
+{
 	uint64_t off, size;
 	unsigned char *buf = NULL;
 	struct stat st;
 	struct wrec h;
 	long n = 0;
-	int r, v, fresh;
+	int r, v;
 
-	if ((r = wal_load(d, &fresh)) <= 0 || !d->wal_salt)
-		return r < 0 ? r : 0;
 	if (fresh) { /* this boot: only a half-applied record needs work */
 		int open, applying;
 
@@ -828,12 +916,58 @@ static uint64_t entry_size(const struct went *e)
 }
 
 /*
+ * The handle keeps the files of its recent log transactions open (FX_FDC
+ * of them), so that a transaction on the same files opens nothing.  An fd
+ * is reused only for the inode that the planner's lstat found at the path
+ * just now: same device (the domain's), same inode number, and the same
+ * open flags.  No fstat is needed: while the fd is open its inode lives
+ * (even if unlinked), and no two live inodes of a device share a number,
+ * so the path names the fd's inode.  A rename or unlink by anyone since
+ * makes the entry miss.  Entries are added after the transaction, never
+ * while its fds are in use.
+ */
+static int fdc_get(struct fstx_domain *d, uint64_t ino, int flags)
+{
+	for (size_t k = 0; k < FX_FDC; k++) {
+		struct fx_fdc *c = &d->fdc[k];
+
+		if (c->fd >= 0 && c->ino == ino && c->flags == flags)
+			return c->fd;
+	}
+	return -1;
+}
+
+/* Keep fd (of inode ino, opened with flags) in the cache, or close it. */
+static void fdc_put(struct fstx_domain *d, uint64_t ino, int flags, int fd)
+{
+	struct fx_fdc *c;
+
+	for (size_t k = 0; k < FX_FDC; k++)
+		if (d->fdc[k].fd >= 0 && d->fdc[k].ino == ino &&
+		    d->fdc[k].flags == flags) {
+			fstx_os.close(fd); /* opened twice in one transaction */
+			return;
+		}
+	c = &d->fdc[d->fdc_next++ % FX_FDC];
+	if (c->fd >= 0)
+		fstx_os.close(c->fd);
+	*c = (struct fx_fdc){ .ino = ino, .fd = fd, .flags = flags };
+}
+
+/* The fds of one log transaction: own[i] 1 opened here, 2 from the cache. */
+struct tfds {
+	int *fd;
+	int *flags;
+	unsigned char *own;
+};
+
+/*
  * Open the files the ops change (before the commit point).  tgt[i] is the
  * op whose fd op i uses: a pwrite its open's, a truncate or setxattr of the
  * file the last writable open opened that one's, else its own.
  */
 static int open_targets(struct fstx_domain *d, const struct plan *P,
-			int *fds, uint64_t *ino, int *slot_op, int *tgt)
+			struct tfds *F, uint64_t *ino, int *slot_op, int *tgt)
 {
 	long last = -1; /* the last writable open */
 
@@ -870,29 +1004,57 @@ static int open_targets(struct fstx_domain *d, const struct plan *P,
 		default:
 			continue;
 		}
+		if (po->check_ino && d->fs.dev && po->dev == d->fs.dev &&
+		    (fd = fdc_get(d, po->ino, flags)) >= 0) {
+			F->fd[i] = fd;
+			F->own[i] = 2;
+			ino[i] = po->ino;
+			continue;
+		}
 		fd = fx_open(d, po->cpath, flags | O_NONBLOCK, 0);
 		if (fd < 0)
 			return fd;
-		fds[i] = fd;
+		F->fd[i] = fd;
+		F->flags[i] = flags;
+		F->own[i] = 1;
 		if ((r = fstx_os.fstat(fd, &st)) < 0)
 			return r;
 		if (!S_ISREG(st.st_mode) || (po->check_ino && po->ino != (uint64_t)st.st_ino))
 			return -ESTALE;
 		ino[i] = (uint64_t)st.st_ino;
+		if ((uint64_t)st.st_dev != d->fs.dev)
+			F->flags[i] = -1; /* another device: not for the cache */
 	}
 	return 0;
 }
 
-/* Write the record at d->wal_end (W2, W3); its end in *end. */
+/* After the transaction: keep what it opened, or close it. */
+static void close_targets(struct fstx_domain *d, struct tfds *F,
+			  const uint64_t *ino, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (F->own[i] != 1)
+			continue;
+		if (F->flags[i] >= 0 && d->fs.dev && ino[i])
+			fdc_put(d, ino[i], F->flags[i], F->fd[i]);
+		else
+			fstx_os.close(F->fd[i]);
+	}
+}
+
+/*
+ * Write the record at d->wal_end (W2, W3); its end in *end.  A record that
+ * fits the buffer goes in one write, its header first in it.
+ */
 static int write_record(struct fstx_domain *d, const struct plan *P,
 			const int *tgt, const uint64_t *ino, uint64_t *end)
 {
 	struct wrec h = { .magic = W_REC_MAGIC, .salt = d->wal_salt };
-	struct wbuf w = { .fd = d->wal, .off = d->wal_end + sizeof(h) };
+	struct wbuf w = { .fd = d->wal, .off = d->wal_end };
 	struct went e;
 	const char *path;
 	const void *data;
-	int r;
+	int r, one;
 
 	for (size_t i = 0; i < P->nops; i++)
 		if (entry_of(P, i, tgt, ino, &e, &path, &data)) {
@@ -902,6 +1064,8 @@ static int write_record(struct fstx_domain *d, const struct plan *P,
 	w.crc = fx_crc32c(0, &h, sizeof(h));
 	if (!(w.buf = malloc(W_BUF)))
 		return -ENOMEM;
+	memset(w.buf, 0, sizeof(h)); /* the header's place; not in the CRC */
+	w.used = sizeof(h);
 	for (size_t i = 0; i < P->nops && !w.err; i++) {
 		if (!entry_of(P, i, tgt, ino, &e, &path, &data))
 			continue;
@@ -913,12 +1077,15 @@ static int write_record(struct fstx_domain *d, const struct plan *P,
 			wb_put(&w, data, (size_t)e.b);
 		wb_pad(&w);
 	}
+	h.crc = w.crc;
+	one = w.off == d->wal_end; /* nothing written yet: all in one */
+	if (one)
+		memcpy(w.buf, &h, sizeof(h));
 	wb_flush(&w);
 	free(w.buf);
 	if (w.err)
 		return w.err;
-	h.crc = w.crc;
-	if ((r = write_all(d->wal, &h, sizeof(h), d->wal_end)) < 0)
+	if (!one && (r = write_all(d->wal, &h, sizeof(h), d->wal_end)) < 0)
 		return r;
 	*end = d->wal_end + sizeof(h) + h.len;
 	return 0;
@@ -978,7 +1145,8 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 	if (read_all(d->walsync, &h, sizeof(h), S_HINT) == 0) {
 		crc = h.crc;
 		h.crc = 0;
-		if (crc == fx_crc32c(0, &h, sizeof(h)) && h.salt == salt && h.end > end)
+		if (crc == fx_crc32c(0, &h, offsetof(struct whint, clean)) &&
+		    h.salt == salt && h.end > end)
 			target = h.end;
 	}
 	if ((r = fstx_os.fdatasync(d->wal)) == 0) {
@@ -1059,11 +1227,13 @@ static void assert_inodes(struct fstx_domain *d, const struct plan *P,
 }
 
 /*
- * Append the record at the log's end under the lock (W3).  0 appended
+ * Append the record at the log's end under the lock (W3), with its state
+ * word (PENDING; APPLYING for W7).  0 appended
  * (its offset in *at), or -errno with nothing appended.
  */
 static int append(struct fstx_domain *d, const struct plan *P,
-		  const int *tgt, const uint64_t *ino, uint64_t *at)
+		  const int *tgt, const uint64_t *ino, uint64_t *at,
+		  uint32_t state)
 {
 	uint64_t end = 0;
 	int r;
@@ -1073,7 +1243,7 @@ static int append(struct fstx_domain *d, const struct plan *P,
 	    (r = grow(d, end)) < 0)
 		goto undo;
 	d->wal_end = end;
-	if ((r = set_state(d, *at, WS_PENDING)) < 0 || (r = hint_write(d)) < 0) {
+	if ((r = set_state(d, *at, state)) < 0 || (r = hint_write(d)) < 0) {
 		d->wal_end = *at;
 		goto undo;
 	}
@@ -1143,21 +1313,23 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		   const struct plan *P, const int64_t *res)
 {
 	size_t n = P->nops ? P->nops : 1;
-	int *fds = malloc(n * sizeof(int));
+	int *fds = malloc(2 * n * sizeof(int));
+	struct tfds F = { .fd = fds, .flags = fds ? fds + n : NULL,
+			  .own = calloc(n, 1) };
 	int *slot_op = calloc(ut->num_fds ? ut->num_fds : 1, sizeof(int));
 	int *tgt = calloc(n, sizeof(int)); /* pwrite: index of its open */
-	uint64_t *ino = calloc(n, sizeof(uint64_t)), at, salt;
+	uint64_t *ino = calloc(n, sizeof(uint64_t)), at, salt, rec_end;
 	int created = 0, rs = 0;
 	long r;
 	size_t i;
 
 	r = -ENOMEM;
-	if (!fds || !slot_op || !tgt || !ino)
+	if (!fds || !F.own || !slot_op || !tgt || !ino)
 		goto out;
 	for (i = 0; i < n; i++)
 		fds[i] = -1;
 	/* Anything unexpected before the commit point: decline (undo way). */
-	if (open_targets(d, P, fds, ino, slot_op, tgt) < 0) {
+	if (open_targets(d, P, &F, ino, slot_op, tgt) < 0) {
 		r = 1;
 		goto out;
 	}
@@ -1171,9 +1343,10 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 			r = 2; /* the tree moved on: plan again */
 		goto out;
 	}
-	if ((r = append(d, P, tgt, ino, &at)) < 0)
+	if ((r = append(d, P, tgt, ino, &at, d->nosync ? WS_APPLYING : WS_PENDING)) < 0)
 		goto out;
 	salt = d->wal_salt;
+	rec_end = d->wal_end;
 	if (!d->nosync) {
 		/* W3: sync with the lock dropped, so others append meanwhile
 		 * (not on tmpfs: there is no device flush to share) */
@@ -1204,13 +1377,17 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		}
 	}
 	/* Committed (W3).  Apply in place (W4). */
-	if ((r = set_state(d, at, WS_APPLYING)) < 0) {
+	if (!d->nosync && (r = set_state(d, at, WS_APPLYING)) < 0) {
 		d->latched = (int)r; /* still PENDING: the next helper applies it */
 		goto out;
 	}
 	if ((r = apply_all(d, ut, P, res, fds, tgt)) < 0)
 		goto out;
-	r = set_state(d, at, WS_APPLIED);
+	/* the first open record: APPLIED moves past it, no state word needed */
+	if (at == d->wal_applied)
+		d->wal_applied = rec_end;
+	else
+		r = set_state(d, at, WS_APPLIED);
 	if (r == 0)
 		r = advance(d);
 	if (r == 0 && d->wal_end - W_START > fx_wal_max)
@@ -1219,10 +1396,10 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		d->latched = (int)r;
 	r = 0; /* committed and applied; a later call sees the latched error */
 out:
-	for (i = 0; fds && i < n; i++)
-		if (fds[i] >= 0)
-			fstx_os.close(fds[i]);
+	if (fds && F.own)
+		close_targets(d, &F, ino, n);
 	free(fds);
+	free(F.own);
 	free(slot_op);
 	free(tgt);
 	free(ino);

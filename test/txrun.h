@@ -48,6 +48,23 @@ static inline long tx_text(const char *dir, const char *text, uint64_t *done)
 	return tx_run_pinned(dir, text, done, NULL, NULL);
 }
 
+/* Parse and run text on an open handle (its caches live across calls). */
+static inline long tx_text_h(struct fstx_domain *h, const char *text)
+{
+	struct fx_txt t;
+	struct btrfs_ioctl_usertrans ut = { 0 };
+	long r = fx_txt_parse(text, strlen(text), AT_FDCWD, &t);
+
+	if (r < 0) {
+		fx_txt_free(&t);
+		return -1000 + r;
+	}
+	fx_txt_ut(&t, &ut);
+	r = fx_usertrans(h, &ut);
+	fx_txt_free(&t);
+	return r;
+}
+
 static inline int domain_recover(const char *dir)
 {
 	fstx_domain *d;
