@@ -36,6 +36,14 @@ void fx_fs_detect(struct fstx_domain *d)
 	}
 	if (d->fs.block_size < 512 || (d->fs.block_size & (d->fs.block_size - 1)))
 		d->fs.block_size = 4096;
+	/*
+	 * Inode numbers name one live inode: by where it sits (ext4, xfs), a
+	 * per-tree counter (btrfs, st_dev per subvolume), a 64-bit counter
+	 * (tmpfs; mounted inode32 it could wrap after 2^32 files).  Not
+	 * assumed of others (FUSE, network, overlay).
+	 */
+	d->fs.ino_unique = d->fs.magic == EXT4_SUPER_MAGIC || d->fs.magic == XFS_SUPER_MAGIC ||
+			   d->fs.magic == BTRFS_SUPER_MAGIC || d->fs.magic == TMPFS_MAGIC;
 	/* POSIX allows EEXIST or ENOTEMPTY; xfs gives EEXIST for rename. */
 	d->fs.enotempty = d->fs.magic == XFS_SUPER_MAGIC ? EEXIST : ENOTEMPTY;
 }

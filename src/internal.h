@@ -50,6 +50,7 @@ struct fstx_domain {
 		int probed;          /* the three below are known */
 		int reflink, xattr_user, dir_fsync;
 		uint64_t dev;        /* st_dev of the domain directory */
+		int ino_unique;      /* live inodes have distinct numbers (wal.c fd cache) */
 	} fs;
 };
 

@@ -1004,7 +1004,7 @@ static int open_targets(struct fstx_domain *d, const struct plan *P,
 		default:
 			continue;
 		}
-		if (po->check_ino && d->fs.dev && po->dev == d->fs.dev &&
+		if (po->check_ino && d->fs.ino_unique && d->fs.dev && po->dev == d->fs.dev &&
 		    (fd = fdc_get(d, po->ino, flags)) >= 0) {
 			F->fd[i] = fd;
 			F->own[i] = 2;
@@ -1035,7 +1035,7 @@ static void close_targets(struct fstx_domain *d, struct tfds *F,
 	for (size_t i = 0; i < n; i++) {
 		if (F->own[i] != 1)
 			continue;
-		if (F->flags[i] >= 0 && d->fs.dev && ino[i])
+		if (F->flags[i] >= 0 && d->fs.ino_unique && d->fs.dev && ino[i])
 			fdc_put(d, ino[i], F->flags[i], F->fd[i]);
 		else
 			fstx_os.close(F->fd[i]);
