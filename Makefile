@@ -25,7 +25,7 @@ PCDIR ?= $(LIBDIR)/pkgconfig
 INSTALL ?= install
 
 TESTS := test_abi test_ops test_rollback test_crash test_txtext test_powerloss test_large test_journal \
-	test_race test_bank test_wal test_itx
+	test_race test_bank test_wal test_itx test_lazy
 TEST_BIN := $(TESTS:%=$(B)/%)
 
 all: $(B)/libfstx.a $(B)/libfstx.so.$(SOVER) $(B)/fstx

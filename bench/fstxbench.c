@@ -28,6 +28,9 @@
  *                data-only transactions commit with one record and one
  *                fdatasync; others take the undo way)
  *   fstx-wal-crash  the same, crash-only (FSTX_UT_WAL | FSTX_UT_NOSYNC)
+ *   fstx-lazy    one fstx transaction, lazy (FSTX_UT_LAZY: atomic across
+ *                power loss, durable at the next flush; the run ends with
+ *                fstx_sync(), timed and counted)
  *
  * Each (workload, method, round) runs in a fresh child process in a fresh
  * subdirectory of DIR; rounds interleave the methods so that all see the
@@ -330,15 +333,16 @@ static void work_txn(const struct workload *w, int p, int i, struct txn *t)
 /* ---- methods ---------------------------------------------------------------- */
 
 enum method { RAW, RAWSYNC, RENAMEP, SQLWAL, SQLDEL, FSTX, FSTXCRASH, FSTXWAL,
-	      FSTXWALCRASH, NMETHOD };
+	      FSTXWALCRASH, FSTXLAZY, NMETHOD };
 static const char *const mnames[] = {
 	"raw", "raw-fsync", "rename", "sqlite-wal", "sqlite-del", "fstx", "fstx-crash",
-	"fstx-wal", "fstx-wal-crash",
+	"fstx-wal", "fstx-wal-crash", "fstx-lazy",
 };
 
 static int is_fstx(enum method m)
 {
-	return m == FSTX || m == FSTXCRASH || m == FSTXWAL || m == FSTXWALCRASH;
+	return m == FSTX || m == FSTXCRASH || m == FSTXWAL || m == FSTXWALCRASH ||
+	       m == FSTXLAZY;
 }
 
 struct ctx {
@@ -529,6 +533,8 @@ static void run_fstx(struct ctx *c, const struct txn *t)
 		fstx_tx_set_flags(tx, FSTX_UT_STRICT | FSTX_UT_WAL);
 	if (c->m == FSTXWALCRASH)
 		fstx_tx_set_flags(tx, FSTX_UT_STRICT | FSTX_UT_WAL | FSTX_UT_NOSYNC);
+	if (c->m == FSTXLAZY)
+		fstx_tx_set_flags(tx, FSTX_UT_STRICT | FSTX_UT_LAZY);
 	for (size_t i = 0; i < t->n; i++) {
 		const struct op *o = &t->ops[i];
 		int fd;
@@ -635,6 +641,9 @@ static void worker(const struct workload *w, enum method m, const char *dir,
 		sh->nlat[p] = i + 1;
 		free(t.ops);
 	}
+	/* lazy: the last flush is part of the work (and of its barriers) */
+	if (m == FSTXLAZY && fstx_sync(c.dom) < 0)
+		die("fstx_sync");
 	sh->c[p] = cnt;
 	ctx_close(&c);
 }
@@ -786,7 +795,7 @@ static void usage(int st)
 		"usage: fstxbench [-w a,b,c,d,e1,e8,f] [-m METHODS] [-r ROUNDS] "
 		"[-s SCALE] [-t TAG] DIR\n"
 		"methods: raw,raw-fsync,rename,sqlite-wal,sqlite-del,fstx,fstx-crash,\n"
-		"         fstx-wal,fstx-wal-crash\n"
+		"         fstx-wal,fstx-wal-crash,fstx-lazy\n"
 		"SCALE multiplies the transactions per round (0.1 for a smoke run).\n");
 	exit(st);
 }

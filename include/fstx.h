@@ -112,6 +112,21 @@ extern "C" {
  * With FSTX_UT_NOSYNC too: no barrier at all (crash-only).
  */
 #define FSTX_UT_WAL (1ULL << 18)
+/*
+ * Lazy durability (transaction flag; implies FSTX_UT_WAL, not allowed with
+ * FSTX_UT_NOSYNC): all or nothing across kill -9 and power loss, but not
+ * yet durable on return.  A transaction the log can take is committed by
+ * appending its record, with no barrier, and is applied in place later, by
+ * a flush: one fdatasync of the log, then every queued record in log order
+ * (a change a later one overwrites whole is skipped).  A flush runs when
+ * the queued records pass 4 MiB, before a reader (fstx_read_begin(),
+ * fstx_read()), before any other kind of transaction, in fstx_sync(), and
+ * in fstx_domain_close().  Until then the files hold the old contents for
+ * anyone reading them directly; power loss may lose queued transactions,
+ * always whole and in commit order (a prefix of them survives).
+ * Transactions the log cannot take run the durable undo way.
+ */
+#define FSTX_UT_LAZY (1ULL << 19)
 
 /* Documented limits; a vector beyond them is refused with -EINVAL. */
 #define FSTX_MAX_OPS    (1u << 20) /* 1048576 ops per transaction */
@@ -138,6 +153,15 @@ void fstx_domain_close(fstx_domain *d);
  * -errno of the step that failed.
  */
 int fstx_recover(fstx_domain *d);
+
+/*
+ * Make every transaction this handle committed durable: flush the lazy
+ * ones (FSTX_UT_LAZY: one fdatasync of the log, then applied in place) and,
+ * if it committed crash-only ones (FSTX_UT_NOSYNC), sync the filesystem.
+ * 0, or the -errno of the step that failed (the handle latches a failed
+ * barrier, as a commit does).  fstx_domain_close() flushes lazy ones too.
+ */
+int fstx_sync(fstx_domain *d);
 
 struct fstx_status {
 	int hot;               /* a journal awaits recovery */

@@ -48,8 +48,33 @@ void fstx_domain_close(fstx_domain *d)
 {
 	if (!d)
 		return;
+	if (d->lazy_wrote && !d->latched && fx_lock(d) == 0) {
+		fx_wal_flush(d); /* FSTX_UT_LAZY: durable by close */
+		fx_unlock(d);
+	}
 	fx_domain_fini(d);
 	free(d);
+}
+
+int fstx_sync(fstx_domain *d)
+{
+	int r;
+
+	if (!d)
+		return -EINVAL;
+	if (d->latched)
+		return d->latched;
+	if ((r = fx_lock(d)) < 0)
+		return r;
+	r = fx_wal_flush(d);
+	if (r >= 0 && d->nosync_wrote) {
+		if ((r = fstx_os.syncfs(d->root)) < 0)
+			d->latched = r;
+		else
+			d->nosync_wrote = 0;
+	}
+	fx_unlock(d);
+	return r < 0 ? r : 0;
 }
 
 int fstx_recover(fstx_domain *d)
@@ -428,7 +453,8 @@ int fstx_tx_expect(fstx_tx *tx, uint64_t fail_flags, int64_t value)
 
 int fstx_tx_set_flags(fstx_tx *tx, uint64_t flags)
 {
-	if (!tx || (flags & ~(uint64_t)FSTX_UT_FLAGS))
+	if (!tx || (flags & ~(uint64_t)FSTX_UT_FLAGS) ||
+	    ((flags & FSTX_UT_LAZY) && (flags & FSTX_UT_NOSYNC)))
 		return -EINVAL;
 	tx->flags = flags;
 	return 0;

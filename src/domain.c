@@ -56,7 +56,9 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 	d->failed_op = -1;
 	d->mark = -1;
 	d->marks_clean = 0;
-	d->wal_clean = 0;
+	d->wal_clean = d->wal_busy = 0;
+	d->wal_lazy = 0;
+	d->lazy = d->lazy_wrote = d->nosync_wrote = 0;
 	d->space_tx = 0;
 	d->space_free = 0;
 	d->fdc_next = 0;

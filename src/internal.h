@@ -37,6 +37,11 @@ struct fstx_domain {
 	uint64_t wal_salt; /* wal: salt of the current header */
 	uint64_t wal_size; /* wal: the file is at least this long (grows only) */
 	int wal_clean;     /* wal: the hint's clean word (W8) */
+	int wal_busy;      /* wal: the hint's busy word (W4) */
+	uint64_t wal_lazy; /* wal: end of the last lazy record (W10) */
+	int lazy;          /* this transaction is lazy (FSTX_UT_LAZY) */
+	int lazy_wrote;    /* this handle appended lazy records (flushed at close) */
+	int nosync_wrote;  /* this handle committed crash-only transactions */
 	int marks_clean;   /* no progress mark was there beside an empty journal */
 	uint32_t space_tx; /* preflight: transactions since the last statvfs */
 	uint64_t space_free; /* preflight: free bytes then, less what they used */
@@ -146,10 +151,15 @@ extern uint64_t fx_clone_min;
 /* ---- wal.c: the write-ahead log of data-only transactions ---- */
 /* Replay records not yet applied in place (rule W5); 1 replayed, 0 none. */
 int fx_wal_recover(struct fstx_domain *d);
+/* lazy_too 0: leave lazy records queued (a transaction's start, W10). */
+int fx_wal_recover_mode(struct fstx_domain *d, int lazy_too);
 /* W8: 1 the hint says the domain is clean (log recovered), 0 check it. */
 int fx_wal_enter(struct fstx_domain *d);
 int fx_wal_set_clean(struct fstx_domain *d);
 int fx_wal_set_dirty(struct fstx_domain *d);
+/* Under the lock: undo journal recovered, then the log's lazy records
+ * flushed (W10); 0 or -errno. */
+int fx_wal_flush(struct fstx_domain *d);
 /* 1 if fx_wal_recover would replay something, 0 if not, -errno. */
 int fx_wal_pending(struct fstx_domain *d);
 /* Apply open records, make everything durable in place and empty the log
@@ -163,6 +173,8 @@ int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes);
 extern uint64_t fx_wal_max;
 /* Transactions writing more data than this take the undo way. */
 extern uint64_t fx_wal_large;
+/* W10: lazy records open past this many bytes are flushed. */
+extern uint64_t fx_lazy_max;
 /* No log entry reaches past this offset (below every supported
  * filesystem's limit); recovery refuses one that does. */
 #define FX_WAL_MAX_OFF (1ULL << 40)
@@ -197,7 +209,7 @@ int fx_validate_why(const struct btrfs_ioctl_usertrans *ut, uint64_t *bad,
 
 /* Every transaction flag fstx knows. */
 #define FSTX_UT_FLAGS \
-	(FSTX_UT_STRICT | FSTX_UT_NOSYNC | FSTX_UT_WAL | \
+	(FSTX_UT_STRICT | FSTX_UT_NOSYNC | FSTX_UT_WAL | FSTX_UT_LAZY | \
 	 BTRFS_IOC_UT_FLAG_WEDGEONFAIL)
 
 /* A compare op (FSTX_OP_ASSERT_*): evaluated before the plan, changes nothing. */

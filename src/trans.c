@@ -148,6 +148,9 @@ int fx_validate_why(const struct btrfs_ioctl_usertrans *ut, uint64_t *bad,
 	    (ut->num_ops && !ops) ||
 	    (ut->flags & ~(uint64_t)FSTX_UT_FLAGS))
 		return -EINVAL;
+	*why = "FSTX_UT_LAZY with FSTX_UT_NOSYNC: they promise different things";
+	if ((ut->flags & FSTX_UT_LAZY) && (ut->flags & FSTX_UT_NOSYNC))
+		return -EINVAL;
 	*why = NULL;
 	live = calloc(ut->num_fds ? ut->num_fds : 1, 1);
 	if (!live)
@@ -609,7 +612,7 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 			r = r > 0 ? -EROFS : r;
 			goto out;
 		}
-		if ((r = fx_recover_locked(d)) < 0 || (r = fx_wal_recover(d)) < 0 ||
+		if ((r = fx_recover_locked(d)) < 0 || (r = fx_wal_recover_mode(d, 0)) < 0 ||
 		    (r = fx_wal_set_clean(d)) < 0)
 			goto out;
 	}
@@ -625,9 +628,15 @@ again:
 	if ((r = preflight(d, ut, &P)) < 0)
 		goto out;
 	d->nosync = !!(ut->flags & FSTX_UT_NOSYNC);
-	if ((ut->flags & FSTX_UT_WAL) && (r = wal_path(d, ut, &P)) != 1) {
-		if (r != 2 || replanned++)
+	d->lazy = !!(ut->flags & FSTX_UT_LAZY);
+	if ((ut->flags & (FSTX_UT_WAL | FSTX_UT_LAZY)) &&
+	    (r = wal_path(d, ut, &P)) != 1) {
+		if (r != 2)
 			goto out;
+		if (replanned++ > 2) { /* under the lock, one help empties the log */
+			r = -EAGAIN;
+			goto out;
+		}
 		fx_plan_free(&P);
 		P = (struct plan){ .d = d, .ops = (void *)(intptr_t)ut->ops_ptr,
 				   .nops = ut->num_ops };
@@ -639,6 +648,14 @@ again:
 	if (journaled && ((r = fx_wal_set_dirty(d)) < 0 ||
 			  (r = fx_wal_checkpoint(d)) < 0))
 		goto out;
+	if (journaled && r == 2 && replanned++ <= 2) {
+		/* it applied open records (lazy ones, or of writers at their
+		 * barrier): the plan saw the tree before them */
+		fx_plan_free(&P);
+		P = (struct plan){ .d = d, .ops = (void *)(intptr_t)ut->ops_ptr,
+				   .nops = ut->num_ops };
+		goto again;
+	}
 	if (journaled && (r = fx_clean_scratch(d)) < 0)
 		goto out;
 	if (journaled &&
@@ -655,7 +672,9 @@ again:
 	}
 	r = execute(d, ut, &P, journaled);
 out:
-	d->nosync = 0; /* only this transaction; recovery keeps its barriers */
+	if (r == 0 && d->nosync)
+		d->nosync_wrote = 1; /* fstx_sync() syncs them */
+	d->nosync = d->lazy = 0; /* only this transaction; recovery keeps its barriers */
 	fx_plan_free(&P);
 	fx_unlock(d);
 	return r;

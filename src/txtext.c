@@ -2,7 +2,7 @@
  * txtext.c - parser for the transaction text format, fstx-tx(5):
  *
  *   # comment; blank lines ignored
- *   option wedge-on-fail
+ *   option wedge-on-fail | crash-only | wal | lazy
  *   option reserve DATA_BYTES METADATA_OPS
  *   open IDX PATH FLAGS [MODE]
  *   close IDX
@@ -504,6 +504,10 @@ static int option(struct ps *p)
 		p->t->flags |= FSTX_UT_WAL;
 		return 0;
 	}
+	if (p->ntok == 2 && !strcmp(p->tok[1].s, "lazy")) {
+		p->t->flags |= FSTX_UT_LAZY;
+		return 0;
+	}
 	if (p->ntok == 4 && !strcmp(p->tok[1].s, "reserve")) {
 		if ((r = num(p, 2, "DATA_BYTES", &a)) || (r = num(p, 3, "METADATA_OPS", &b)))
 			return r;
@@ -513,8 +517,8 @@ static int option(struct ps *p)
 		p->t->metadata_ops = (uint64_t)b;
 		return 0;
 	}
-	return perr(p, "expected 'option wedge-on-fail', 'option crash-only', 'option wal' "
-		    "or 'option reserve DATA_BYTES METADATA_OPS'");
+	return perr(p, "expected 'option wedge-on-fail', 'option crash-only', 'option wal', "
+		    "'option lazy' or 'option reserve DATA_BYTES METADATA_OPS'");
 }
 
 static int line(struct ps *p)

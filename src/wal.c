@@ -149,7 +149,10 @@ struct whint {
 	uint64_t salt, end, applied;
 	char boot[36];
 	uint32_t crc;
-	uint32_t clean, pad; /* W8; not covered by the CRC (a later addition) */
+	/* later additions, not covered by the CRC (page cache only, W2) */
+	uint32_t clean; /* W8 */
+	uint32_t busy;  /* W4: an applier was at work */
+	uint64_t lazy;  /* W10: the end of the last lazy record */
 };
 
 struct wrec {
@@ -159,8 +162,9 @@ struct wrec {
 	uint32_t state; /* W3, W4; not covered by the CRC */
 };
 
-enum { WS_PENDING = 0, WS_APPLIED = 1, WS_CANCELLED = 2, WS_APPLYING = 3 };
-#define WS_OPEN(s) ((s) == WS_PENDING || (s) == WS_APPLYING) /* not yet applied */
+enum { WS_PENDING = 0, WS_APPLIED = 1, WS_CANCELLED = 2, WS_APPLYING = 3,
+       WS_LAZY = 4 };
+#define WS_OPEN(s) ((s) == WS_PENDING || (s) == WS_APPLYING || (s) == WS_LAZY)
 
 struct went {
 	uint32_t kind, plen;
@@ -169,12 +173,13 @@ struct went {
 };
 
 _Static_assert(sizeof(struct wfile) == 32, "wal header");
-_Static_assert(sizeof(struct whint) == 72, "wal hint");
+_Static_assert(sizeof(struct whint) == 80, "wal hint");
 _Static_assert(sizeof(struct wrec) == 32, "wal record header");
 _Static_assert(sizeof(struct went) == 40, "wal entry header");
 
 uint64_t fx_wal_max = 4u << 20;
 uint64_t fx_wal_large = 1u << 20;
+uint64_t fx_lazy_max = 4u << 20;
 
 static uint64_t pad8(uint64_t n)
 {
@@ -281,6 +286,8 @@ static int hint_write(struct fstx_domain *d)
 		return r < 0 ? r : fd;
 	hint_fill(&h, d->wal_salt, d->wal_end, d->wal_applied, boot);
 	h.clean = d->wal_clean;
+	h.busy = d->wal_busy;
+	h.lazy = d->wal_lazy;
 	return write_all(fd, &h, sizeof(h), S_HINT);
 }
 
@@ -354,7 +361,8 @@ static int wal_load(struct fstx_domain *d, int *fresh)
 
 	d->wal_salt = 0;
 	d->wal_end = d->wal_applied = 0;
-	d->wal_clean = 0;
+	d->wal_clean = d->wal_busy = 0;
+	d->wal_lazy = 0;
 	*fresh = 0;
 	if (r <= 0)
 		return r;
@@ -387,6 +395,8 @@ fresh:
 	d->wal_end = h.end;
 	d->wal_applied = h.applied;
 	d->wal_clean = h.clean == 1;
+	d->wal_busy = h.busy != 0;
+	d->wal_lazy = h.lazy;
 	return 1;
 }
 
@@ -469,7 +479,56 @@ static int copy_in(struct fstx_domain *d, int fd, uint64_t src, uint64_t len,
 	return 0;
 }
 
-/* Apply one valid record again (W5). */
+/*
+ * Is entry e, with its path and xattr name (NUL-terminated here), sound,
+ * with room bytes of the record after the names?  A malformed entry in a
+ * record whose CRC holds is -EUCLEAN (W5).
+ */
+static int entry_check(const struct went *e, const char *path, const char *name,
+		       uint64_t room)
+{
+	if (!path_ok(path, e->plen) || memchr(name, 0, e->nlen) ||
+	    strlen(path) != e->plen)
+		return -EUCLEAN;
+	if (e->kind == W_TRUNC ? e->b != 0 : room < e->b)
+		return -EUCLEAN;
+	if (e->kind == W_SETX ? (e->b > FSTX_MAX_XATTR || !e->nlen) : e->nlen)
+		return -EUCLEAN;
+	if (e->a > FX_WAL_MAX_OFF || e->b > FX_WAL_MAX_OFF - e->a)
+		return -EUCLEAN; /* no commit writes such an entry (W1) */
+	if (e->kind < W_PWRITE || e->kind > W_SETX)
+		return -EUCLEAN;
+	return 0;
+}
+
+/* The entry at *p of a payload held in memory (len bytes); 0 or -EUCLEAN. */
+static int entry_mem(const unsigned char *pl, uint64_t len, uint64_t *p,
+		     struct went *e, char *path, char *name,
+		     const unsigned char **data)
+{
+	uint64_t q = *p;
+
+	if (len - q < sizeof(*e))
+		return -EUCLEAN;
+	memcpy(e, pl + q, sizeof(*e));
+	q += sizeof(*e);
+	if (e->plen >= PATH_MAX || e->nlen > W_NAME_MAX ||
+	    len - q < (uint64_t)e->plen + e->nlen)
+		return -EUCLEAN;
+	memcpy(path, pl + q, e->plen);
+	path[e->plen] = 0;
+	memcpy(name, pl + q + e->plen, e->nlen);
+	name[e->nlen] = 0;
+	q += e->plen + e->nlen;
+	if (entry_check(e, path, name, len - q) < 0)
+		return -EUCLEAN;
+	*data = pl + q;
+	q = pad8(q + (e->kind == W_TRUNC ? 0 : e->b));
+	*p = q > len ? len : q;
+	return 0;
+}
+
+/* Apply one valid record again (W5), reading it from the log. */
 static int rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 		      unsigned char *buf)
 {
@@ -492,18 +551,12 @@ static int rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 		if (read_all(d->wal, path, e.plen, p) < 0 ||
 		    read_all(d->wal, name, e.nlen, p + e.plen) < 0)
 			break;
-		if (!path_ok(path, e.plen) || memchr(name, 0, e.nlen))
+		if (memchr(path, 0, e.plen))
 			break;
 		path[e.plen] = 0;
 		name[e.nlen] = 0;
 		data = p + e.plen + e.nlen;
-		if (e.kind == W_TRUNC ? e.b != 0 : end - data < e.b)
-			break;
-		if (e.kind == W_SETX ? (e.b > FSTX_MAX_XATTR || !e.nlen) : e.nlen)
-			break;
-		if (e.a > FX_WAL_MAX_OFF || e.b > FX_WAL_MAX_OFF - e.a)
-			break; /* no commit writes such an entry (W1) */
-		if (e.kind < W_PWRITE || e.kind > W_SETX)
+		if (entry_check(&e, path, name, end - data) < 0)
 			break;
 		p = pad8(data + e.b);
 		if (p > end)
@@ -590,68 +643,252 @@ static int advance(struct fstx_domain *d)
 	return hint_write(d);
 }
 
-/* Are records open (not yet applied), half applied (APPLYING)?  0 or -errno. */
-static int scan_states(struct fstx_domain *d, int *open, int *applying)
+/*
+ * Help (W4, W10).  One pass applies every open record in log order after
+ * one barrier; a change that a later record of the pass overwrites whole
+ * is skipped (coalescing, as a checkpoint of SQLite writes each page once):
+ * a pwrite inside a later pwrite's range of the same inode, a setxattr of
+ * a name the same inode sets again later.  The final bytes of a range, and
+ * the size (a pwrite extends a file at most to its end, which the later
+ * one reaches too), are those the later set leaves, whatever ran between;
+ * so the pass leaves what applying every entry would.  Truncates are never
+ * skipped.  The pass sets the hint's busy word first and moves APPLIED to
+ * the end after, without state words: a pass cut short is done again
+ * whole by the next lock holder (W5: replay in order is idempotent).
+ */
+#define H_IV 4       /* later pwrite ranges remembered per inode */
+#define H_FDS 16     /* files a pass keeps open */
+
+struct hent {        /* an entry of a record in the pass */
+	uint64_t ino, a, b;
+	uint32_t kind, skip;
+	char *name;      /* W_SETX */
+};
+
+struct hslot {       /* inode -> its later changes (open addressing) */
+	uint64_t ino;
+	int used, niv;
+	uint64_t iv[H_IV][2];
+	char **names;    /* xattr names set later */
+	size_t nnames, capnames;
+};
+
+struct hpass {
+	struct hent *e;
+	size_t n, cap;
+	struct hslot *t;
+	size_t tsize;
+	struct { uint64_t ino; int fd; } fds[H_FDS];
+	unsigned nfd;
+	unsigned char *buf; /* W_CHUNK: a record's payload */
+};
+
+static struct hslot *hslot_of(struct hpass *H, uint64_t ino)
 {
+	size_t i = (size_t)(ino * 0x9e3779b97f4a7c15ull) & (H->tsize - 1);
+
+	while (H->t[i].used && H->t[i].ino != ino)
+		i = (i + 1) & (H->tsize - 1);
+	H->t[i].used = 1;
+	H->t[i].ino = ino;
+	return &H->t[i];
+}
+
+/* Is entry x overwritten whole later?  Then skip it; else remember it. */
+static int hent_later(struct hslot *sl, const struct hent *x)
+{
+	if (x->kind == W_PWRITE) {
+		for (int k = 0; k < sl->niv; k++)
+			if (sl->iv[k][0] <= x->a && x->a + x->b <= sl->iv[k][1])
+				return 1;
+		if (sl->niv < H_IV) {
+			sl->iv[sl->niv][0] = x->a;
+			sl->iv[sl->niv++][1] = x->a + x->b;
+		}
+		return 0;
+	}
+	if (x->kind != W_SETX)
+		return 0;
+	for (size_t k = 0; k < sl->nnames; k++)
+		if (!strcmp(sl->names[k], x->name))
+			return 1;
+	if (sl->nnames == sl->capnames) {
+		size_t c = sl->capnames ? 2 * sl->capnames : 4;
+		char **nn = realloc(sl->names, c * sizeof(*nn));
+
+		if (!nn)
+			return 0; /* not skipping is always right */
+		sl->names = nn;
+		sl->capnames = c;
+	}
+	sl->names[sl->nnames++] = x->name;
+	return 0;
+}
+
+/* Pass 1: the entries of the open records in [applied, end), marked. */
+static int help_collect(struct fstx_domain *d, struct hpass *H, uint64_t size)
+{
+	char path[PATH_MAX], name[W_NAME_MAX + 1];
 	struct wrec h;
 	int r;
 
-	*open = 0;
-	if (applying)
-		*applying = 0;
 	for (uint64_t off = d->wal_applied; off < d->wal_end; off = rec_next(off, &h)) {
-		if ((r = rec_head(d, off, &h)) < 0)
+		const unsigned char *data;
+		uint64_t p = 0;
+		struct went e;
+
+		if ((r = rec_check(d, off, size, &h, H->buf)) <= 0)
+			return r < 0 ? r : -EUCLEAN;
+		if ((r = rec_state(d, off, &h.state)) < 0)
 			return r;
-		*open |= WS_OPEN(h.state);
-		if (applying)
-			*applying |= h.state == WS_APPLYING;
+		if (!WS_OPEN(h.state) || h.len > W_CHUNK)
+			continue; /* large records: applied whole, not coalesced */
+		for (uint32_t k = 0; k < h.nent; k++) {
+			struct hent *x;
+
+			if ((r = entry_mem(H->buf, h.len, &p, &e, path, name, &data)) < 0)
+				return r;
+			if (H->n == H->cap) {
+				size_t c = H->cap ? 2 * H->cap : 64;
+				struct hent *ne = realloc(H->e, c * sizeof(*ne));
+
+				if (!ne)
+					return -ENOMEM;
+				H->e = ne;
+				H->cap = c;
+			}
+			x = &H->e[H->n++];
+			*x = (struct hent){ .ino = e.ino, .a = e.a, .b = e.b,
+					    .kind = e.kind };
+			if (e.kind == W_SETX && !(x->name = strdup(name)))
+				return -ENOMEM;
+		}
+	}
+	for (H->tsize = 16; H->tsize < 2 * H->n; H->tsize *= 2)
+		;
+	if (!(H->t = calloc(H->tsize, sizeof(*H->t))))
+		return -ENOMEM;
+	for (size_t i = H->n; i-- > 0;)
+		H->e[i].skip = (uint32_t)hent_later(hslot_of(H, H->e[i].ino), &H->e[i]);
+	return 0;
+}
+
+/* The pass's fd for the entry's file (opened once per pass). */
+static int help_fd(struct fstx_domain *d, struct hpass *H, const char *path,
+		   uint64_t ino)
+{
+	unsigned k;
+	int fd;
+
+	for (k = 0; k < H->nfd && k < H_FDS; k++)
+		if (H->fds[k].ino == ino)
+			return H->fds[k].fd;
+	if ((fd = entry_fd(d, path, ino)) < 0)
+		return fd;
+	k = H->nfd++ % H_FDS;
+	if (H->nfd > H_FDS)
+		fstx_os.close(H->fds[k].fd);
+	H->fds[k].ino = ino;
+	H->fds[k].fd = fd;
+	return fd;
+}
+
+/* Pass 2: apply the entries not skipped, record by record, in log order. */
+static int help_apply(struct fstx_domain *d, struct hpass *H, uint64_t size)
+{
+	char path[PATH_MAX], name[W_NAME_MAX + 1];
+	size_t i = 0;
+	struct wrec h;
+	int r;
+
+	for (uint64_t off = d->wal_applied; off < d->wal_end; off = rec_next(off, &h)) {
+		const unsigned char *data;
+		uint64_t p = 0;
+		struct went e;
+
+		if ((r = rec_check(d, off, size, &h, H->buf)) <= 0)
+			return r < 0 ? r : -EUCLEAN;
+		if ((r = rec_state(d, off, &h.state)) < 0)
+			return r;
+		if (!WS_OPEN(h.state))
+			continue;
+		if (h.len > W_CHUNK) {
+			if ((r = rec_replay(d, off, &h, H->buf)) < 0)
+				return r;
+			continue;
+		}
+		for (uint32_t k = 0; k < h.nent; k++, i++) {
+			int fd;
+
+			if ((r = entry_mem(H->buf, h.len, &p, &e, path, name, &data)) < 0)
+				return r;
+			if (i >= H->n)
+				return -EUCLEAN; /* the log changed under the lock */
+			if (H->e[i].skip)
+				continue;
+			if ((fd = help_fd(d, H, path, e.ino)) < 0)
+				return fd;
+			if (e.kind == W_PWRITE)
+				r = write_all(fd, data, (size_t)e.b, e.a);
+			else if (e.kind == W_TRUNC)
+				r = fstx_os.ftruncate(fd, (off_t)e.a);
+			else
+				r = fstx_os.fsetxattr(fd, name, data, (size_t)e.b, 0);
+			if (r < 0)
+				return r;
+		}
 	}
 	return 0;
 }
 
-/* Help (W4): make every open record durable, apply it, mark it. */
+static void help_free(struct hpass *H)
+{
+	for (size_t i = 0; i < H->n; i++)
+		free(H->e[i].name);
+	for (size_t i = 0; H->t && i < H->tsize; i++)
+		free(H->t[i].names);
+	for (unsigned k = 0; k < H->nfd && k < H_FDS; k++)
+		fstx_os.close(H->fds[k].fd);
+	free(H->e);
+	free(H->t);
+	free(H->buf);
+}
+
+/* Help: make every open record durable and apply it.  1 done, 0 none. */
 static int wal_help(struct fstx_domain *d)
 {
-	unsigned char *buf = NULL;
-	uint64_t off, size;
+	struct hpass H = { 0 };
 	struct stat st;
-	struct wrec h;
-	int r, any = 0;
+	int r;
 
-	if ((r = scan_states(d, &any, NULL)) < 0)
-		return r;
-	if (!any)
-		return 0;
+	if (d->wal_applied >= d->wal_end) { /* the first past APPLIED is open */
+		if (!d->wal_busy)
+			return 0;
+		d->wal_busy = 0;
+		return hint_write(d);
+	}
 	if ((r = fstx_os.fdatasync(d->wal)) < 0) {
 		d->latched = r;
 		return r;
 	}
 	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
 		return r;
-	size = (uint64_t)st.st_size;
-	if (!(buf = malloc(W_CHUNK)))
+	if (!(H.buf = malloc(W_CHUNK)))
 		return -ENOMEM;
-	for (off = d->wal_applied; off < d->wal_end; off = rec_next(off, &h)) {
-		if ((r = rec_check(d, off, size, &h, buf)) <= 0) {
-			r = r < 0 ? r : -EUCLEAN;
-			goto out;
-		}
-		if ((r = rec_state(d, off, &h.state)) < 0)
-			goto out;
-		if (!WS_OPEN(h.state))
-			continue;
-		if ((r = set_state(d, off, WS_APPLYING)) < 0 ||
-		    (r = rec_replay(d, off, &h, buf)) < 0 ||
-		    (r = set_state(d, off, WS_APPLIED)) < 0)
-			goto out;
-	}
-	r = advance(d);
+	d->wal_busy = 1;
+	if ((r = hint_write(d)) < 0 ||
+	    (r = help_collect(d, &H, (uint64_t)st.st_size)) < 0 ||
+	    (r = help_apply(d, &H, (uint64_t)st.st_size)) < 0)
+		goto out;
+	d->wal_applied = d->wal_end;
+	d->wal_busy = 0;
+	r = hint_write(d);
 out:
-	free(buf);
+	help_free(&H);
 	return r < 0 ? r : 1;
 }
 
-static int recover_loaded(struct fstx_domain *d, int fresh);
+static int recover_loaded(struct fstx_domain *d, int fresh, int all);
 
 /*
  * Replay every valid record from the start (W5), when no hint of this
@@ -659,11 +896,16 @@ static int recover_loaded(struct fstx_domain *d, int fresh);
  */
 int fx_wal_recover(struct fstx_domain *d)
 {
+	return fx_wal_recover_mode(d, 1);
+}
+
+int fx_wal_recover_mode(struct fstx_domain *d, int lazy_too)
+{
 	int fresh, r = wal_load(d, &fresh);
 
 	if (r <= 0 || !d->wal_salt)
 		return r < 0 ? r : 0;
-	return recover_loaded(d, fresh);
+	return recover_loaded(d, fresh, lazy_too);
 }
 
 /*
@@ -678,8 +920,19 @@ int fx_wal_enter(struct fstx_domain *d)
 
 	if (r <= 0 || !d->wal_salt || !fresh || !d->wal_clean)
 		return r < 0 ? r : 0;
-	r = recover_loaded(d, fresh);
+	r = recover_loaded(d, fresh, 0);
 	return r < 0 ? r : 1;
+}
+
+int fx_wal_flush(struct fstx_domain *d)
+{
+	int r = fx_recover_locked(d);
+
+	if (r >= 0)
+		r = fx_wal_recover(d); /* all: lazy records too */
+	if (r >= 0)
+		d->lazy_wrote = 0;
+	return r < 0 ? r : 0;
 }
 
 /* The checks of W8 found the domain clean: say so in the hint. */
@@ -700,7 +953,7 @@ int fx_wal_set_dirty(struct fstx_domain *d)
 	return d->wal_salt ? hint_write(d) : 0;
 }
 
-static int recover_loaded(struct fstx_domain *d, int fresh)
+static int recover_loaded(struct fstx_domain *d, int fresh, int all)
 {
 	uint64_t off, size;
 	unsigned char *buf = NULL;
@@ -709,13 +962,9 @@ static int recover_loaded(struct fstx_domain *d, int fresh)
 	long n = 0;
 	int r, v;
 
-	if (fresh) { /* this boot: only a half-applied record needs work */
-		int open, applying;
-
-		if ((r = scan_states(d, &open, &applying)) < 0)
-			return r;
-		return applying ? wal_help(d) : 0;
-	}
+	if (fresh) /* this boot: only an applier cut short needs work */
+		return d->wal_busy || (all && d->wal_lazy > d->wal_applied) ?
+		       wal_help(d) : 0;
 	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
 		return r;
 	size = (uint64_t)st.st_size;
@@ -751,12 +1000,8 @@ int fx_wal_pending(struct fstx_domain *d)
 
 	if ((r = wal_load(d, &fresh)) <= 0 || !d->wal_salt)
 		return r < 0 ? r : 0;
-	if (fresh) {
-		int open, applying;
-
-		r = scan_states(d, &open, &applying);
-		return r < 0 ? r : applying;
-	}
+	if (fresh) /* an applier cut short, or lazy records (W10) */
+		return d->wal_busy || d->wal_lazy > d->wal_applied;
 	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
 		return r;
 	if (!(buf = malloc(W_CHUNK)))
@@ -1242,9 +1487,14 @@ static int append(struct fstx_domain *d, const struct plan *P,
 	if ((r = write_record(d, P, tgt, ino, &end)) < 0 ||
 	    (r = grow(d, end)) < 0)
 		goto undo;
+	uint64_t lazy = d->wal_lazy;
+
 	d->wal_end = end;
+	if (state == WS_LAZY)
+		d->wal_lazy = end;
 	if ((r = set_state(d, *at, state)) < 0 || (r = hint_write(d)) < 0) {
 		d->wal_end = *at;
+		d->wal_lazy = lazy;
 		goto undo;
 	}
 	return 0;
@@ -1303,10 +1553,43 @@ static int applied_meanwhile(struct fstx_domain *d, uint64_t at, uint64_t salt)
 		return 1; /* checkpointed: every record was applied first (W6) */
 	if (!fresh || at < W_START || at >= d->wal_end)
 		return -EUCLEAN;
+	if (d->wal_busy && (r = wal_help(d)) < 0) /* an applier cut short */
+		return r;
+	if (at < d->wal_applied)
+		return 1; /* a helper applied it */
 	if ((r = rec_head(d, at, &h)) < 0)
 		return r;
 	return h.state == WS_APPLIED ? 1 : h.state == WS_PENDING ? 0 : -EUCLEAN;
-	/* (APPLYING here: a helper died applying it and its recovery failed) */
+}
+
+static int has_asserts(const struct plan *P)
+{
+	for (size_t i = 0; i < P->nops; i++)
+		if (fx_op_is_assert(P->ops[i].op))
+			return 1;
+	return 0;
+}
+
+/*
+ * W10: a lazy record is committed once appended: its results are the
+ * predicted ones; a flush makes it durable and applies it when the open
+ * records pass fx_lazy_max bytes (or a reader, another kind of
+ * transaction, fstx_sync() or the handle's close comes first).
+ */
+static long lazy_done(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
+		      const struct plan *P, const int64_t *res)
+{
+	int r = 0;
+
+	results(ut, P, res);
+	d->lazy_wrote = 1;
+	if (d->wal_end - d->wal_applied > fx_lazy_max)
+		r = wal_help(d);
+	if (r >= 0 && d->wal_end - W_START > fx_wal_max)
+		r = fx_wal_checkpoint(d);
+	if (r < 0 && !d->latched)
+		d->latched = r; /* committed: a later call sees the error */
+	return 0;
 }
 
 long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
@@ -1338,15 +1621,35 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	if (!d->wal_salt && (r = wal_reset(d, created)) < 0)
 		goto out;
 	assert_inodes(d, P, ino);
-	if ((r = wal_conflicts(d, ino, n)) != 0) {
+	/*
+	 * W4, W10: open lazy records are flushed before anything but a lazy
+	 * transaction without compare ops (which reads nothing, so it may
+	 * queue behind them); else a transaction helps only when it shares
+	 * an inode with an open record.
+	 */
+	if (d->lazy && !has_asserts(P))
+		r = 0;
+	else if (d->wal_lazy > d->wal_applied || (d->lazy && d->wal_applied < d->wal_end))
+		r = 1;
+	else
+		r = wal_conflicts(d, ino, n);
+	if (r != 0) {
 		if (r > 0 && (r = wal_help(d)) >= 0)
 			r = 2; /* the tree moved on: plan again */
 		goto out;
 	}
-	if ((r = append(d, P, tgt, ino, &at, d->nosync ? WS_APPLYING : WS_PENDING)) < 0)
+	if (d->nosync)
+		d->wal_busy = 1; /* W7: applied at once, under the lock */
+	if ((r = append(d, P, tgt, ino, &at, d->lazy ? WS_LAZY : WS_PENDING)) < 0) {
+		d->wal_busy = 0;
 		goto out;
+	}
 	salt = d->wal_salt;
 	rec_end = d->wal_end;
+	if (d->lazy) {
+		r = lazy_done(d, ut, P, res);
+		goto out;
+	}
 	if (!d->nosync) {
 		/* W3: sync with the lock dropped, so others append meanwhile
 		 * (not on tmpfs: there is no device flush to share) */
@@ -1376,18 +1679,22 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 			goto out;
 		}
 	}
-	/* Committed (W3).  Apply in place (W4). */
-	if (!d->nosync && (r = set_state(d, at, WS_APPLYING)) < 0) {
-		d->latched = (int)r; /* still PENDING: the next helper applies it */
-		goto out;
+	/* Committed (W3).  Apply in place (W4), busy in the hint. */
+	if (!d->nosync) {
+		d->wal_busy = 1;
+		if ((r = hint_write(d)) < 0) {
+			d->latched = (int)r; /* still PENDING: a helper applies it */
+			goto out;
+		}
 	}
 	if ((r = apply_all(d, ut, P, res, fds, tgt)) < 0)
-		goto out;
+		goto out; /* busy stays: the next lock holder applies it */
 	/* the first open record: APPLIED moves past it, no state word needed */
 	if (at == d->wal_applied)
 		d->wal_applied = rec_end;
 	else
 		r = set_state(d, at, WS_APPLIED);
+	d->wal_busy = 0;
 	if (r == 0)
 		r = advance(d);
 	if (r == 0 && d->wal_end - W_START > fx_wal_max)

@@ -72,7 +72,7 @@ run_fs() {
 	# the crash and power-loss harness covers journal.c rule 8.
 	case $name in btrfs|xfs) export FSTX_CLONE_MIN=4096 ;; *) unset FSTX_CLONE_MIN ;; esac
 	echo "=== $name ($dir)"
-	for t in ${FSTX_SUITES:-test_abi test_ops test_txtext test_rollback test_crash test_powerloss test_large test_journal test_race test_bank test_wal test_itx cli.bats confine.bats bench.bats examples}; do
+	for t in ${FSTX_SUITES:-test_abi test_ops test_txtext test_rollback test_crash test_powerloss test_large test_journal test_race test_bank test_wal test_itx test_lazy cli.bats confine.bats bench.bats examples}; do
 		out="$WORK/$name.$t.log"
 		if [ "$t" = examples ]; then
 			(cd "$ROOT" && FSTX_TEST_DIR=$dir bash examples/run.sh "$B") >"$out" 2>&1

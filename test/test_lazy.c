@@ -1,0 +1,538 @@
+/*
+ * test_lazy.c - lazy transactions (FSTX_UT_LAZY, src/wal.c W10).
+ *
+ *  - a lazy commit issues no barrier and changes no file in place; a
+ *    reader, a transaction of another kind, fstx_sync() and
+ *    fstx_domain_close() flush: one fdatasync, then the queued records in
+ *    order;
+ *  - differential: random sequences of overlapping overwrites, truncates
+ *    and xattrs committed lazily (flushed, with coalescing) leave the tree
+ *    that committing them one by one leaves; so do lazy transactions
+ *    followed by every other kind (log, crash-only, undo way);
+ *  - killed before and after every OS call, and EIO/ENOSPC at every call:
+ *    recovery (fstx_recover, a reader, or the next transaction) leaves the
+ *    state after a prefix that includes every transaction that returned 0;
+ *  - power loss: a lost page of the log loses the record in it and every
+ *    later one, never an earlier one (a prefix survives, whole records).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "faultos.h"
+#include "txrun.h"
+
+#define NL 6
+/* Lazy transactions on the t_populate() tree (a, b, big, d/c, old, ...). */
+static const char *const lseq[NL] = {
+	"option lazy\nopen 0 a O_WRONLY\npwrite 0 \"ONE\" 0\nsetxattr a user.n \"1\"\n",
+	"option lazy\nopen 0 big O_RDWR\npwrite 0 \"two\" 19999\ntruncate d/c 3\n",
+	"option lazy\nopen 0 a O_WRONLY\npwrite 0 \"THREE\" 2\nopen 1 b O_WRONLY\n"
+	"pwrite 1 \"3\" 0\n",
+	"option lazy\ntruncate a 4\nsetxattr a user.n \"4\"\nopen 0 d/c O_WRONLY\n"
+	"pwrite 0 \"four\" 10\n",
+	"option lazy\nopen 0 a O_WRONLY\npwrite 0 \"ONE\" 0\nopen 1 big O_WRONLY\n"
+	"pwrite 1 \"5\" 0\n",
+	"option lazy\nopen 0 a O_WRONLY|O_TRUNC\npwrite 0 \"six\" 0\nsetxattr b user.n \"6\"\n",
+};
+
+static const char *plain(const char *t)
+{
+	return t + strlen("option lazy\n");
+}
+
+/* st[0] before, st[k] after the first k (committed one by one, plain). */
+static void lseq_states(char **st)
+{
+	char *d = t_fresh();
+
+	st[0] = t_snapshot(d);
+	for (int k = 0; k < NL; k++) {
+		assert_int_equal(tx_text(d, plain(lseq[k]), NULL), 0);
+		st[k + 1] = t_snapshot(d);
+	}
+	t_drop(d);
+}
+
+static void free_states(char **st)
+{
+	for (int k = 0; k <= NL; k++)
+		free(st[k]);
+}
+
+static void in_range(const char *d, char **st, int lo, int hi, const char *what,
+		     long k)
+{
+	char *now = t_snapshot(d);
+
+	for (int j = lo; j <= hi; j++)
+		if (!strcmp(now, st[j])) {
+			free(now);
+			return;
+		}
+	fail_msg("%s %ld: state is none of %d..%d\n%s", what, k, lo, hi, now);
+}
+
+/* ---- what a lazy commit does, and what flushes ---------------------------- */
+
+static void queued_until_flush(void **state)
+{
+	char *st[NL + 1], *d = t_fresh(), *s;
+	fstx_domain *h;
+
+	(void)state;
+	lseq_states(st);
+	assert_int_equal(fstx_domain_open(d, &h), 0);
+	fo_install(FO_COUNT, 0, 0);
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(tx_text_h(h, lseq[k]), 0);
+	/* committed, no barrier, nothing in place yet */
+	assert_int_equal(fo.barriers, 0);
+	in_range(d, st, 0, 0, "queued", 3);
+	/* a reader flushes: one fdatasync, then the tree after all three */
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(fstx_read_begin(h), 0);
+	fstx_read_end(h);
+	assert_int_equal(fo.fdatasyncs, 1);
+	assert_int_equal(fo.syncfses, 0);
+	in_range(d, st, 3, 3, "reader", 3);
+	/* fstx_sync() flushes */
+	assert_int_equal(tx_text_h(h, lseq[3]), 0);
+	in_range(d, st, 3, 3, "queued", 4);
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(fstx_sync(h), 0);
+	assert_int_equal(fo.fdatasyncs, 1);
+	in_range(d, st, 4, 4, "fstx_sync", 4);
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(fstx_sync(h), 0); /* nothing queued: no barrier */
+	assert_int_equal(fo.barriers, 0);
+	/* a transaction of another kind flushes first */
+	assert_int_equal(tx_text_h(h, lseq[4]), 0);
+	assert_int_equal(tx_text_h(h, "option wal\nassert-exists a\n"), 0);
+	in_range(d, st, 5, 5, "other kind", 5);
+	/* close flushes */
+	assert_int_equal(tx_text_h(h, lseq[5]), 0);
+	in_range(d, st, 5, 5, "queued", 6);
+	fo_remove();
+	fstx_domain_close(h);
+	in_range(d, st, 6, 6, "close", 6);
+	/* lazy with crash-only promises nothing coherent: refused */
+	s = NULL;
+	assert_true(asprintf(&s, "option crash-only\n%s", lseq[0]) > 0);
+	assert_int_equal(tx_text(d, s, NULL), -EINVAL);
+	free(s);
+	{
+		fstx_tx *tx;
+
+		assert_int_equal(fstx_domain_open(d, &h), 0);
+		assert_int_equal(fstx_tx_new(h, &tx), 0);
+		assert_int_equal(fstx_tx_set_flags(tx, FSTX_UT_LAZY | FSTX_UT_NOSYNC),
+				 -EINVAL);
+		fstx_tx_free(tx);
+		fstx_domain_close(h);
+	}
+	free_states(st);
+	t_drop(d);
+}
+
+/* A flush applies the queue in order, skipping overwritten changes. */
+static long data_pwrites, setxattrs;
+
+static ssize_t count_pwrite(int fd, const void *b, size_t n, off_t o)
+{
+	data_pwrites += n == 3 && ((const char *)b)[0] == 'v';
+	return fstx_os_libc.pwrite(fd, b, n, o);
+}
+
+static int count_fsetxattr(int fd, const char *name, const void *v, size_t n,
+			   int flags)
+{
+	setxattrs++;
+	return fstx_os_libc.fsetxattr(fd, name, v, n, flags);
+}
+
+static void flush_coalesces(void **state)
+{
+	char *d = t_fresh(), *a;
+	fstx_domain *h;
+
+	(void)state;
+	assert_int_equal(fstx_domain_open(d, &h), 0);
+	for (int k = 0; k < 20; k++) {
+		char t[128];
+
+		snprintf(t, sizeof(t), "option lazy\nopen 0 a O_WRONLY\npwrite 0 \"v%02d\" 0\n"
+			 "setxattr a user.n \"%d\"\n", k, k);
+		assert_int_equal(tx_text_h(h, t), 0);
+	}
+	data_pwrites = setxattrs = 0;
+	fstx_os.pwrite = count_pwrite;
+	fstx_os.fsetxattr = count_fsetxattr;
+	assert_int_equal(fstx_sync(h), 0);
+	fstx_os = fstx_os_libc;
+	/* 20 records of 2 changes each: the last of each is all it takes */
+	assert_int_equal(data_pwrites, 1);
+	assert_int_equal(setxattrs, 1);
+	a = t_read(d, "a", NULL);
+	assert_non_null(a);
+	assert_memory_equal(a, "v19ha\n", 6);
+	free(a);
+	fstx_domain_close(h);
+	t_drop(d);
+}
+
+/* ---- differential --------------------------------------------------------- */
+
+static unsigned rnd(unsigned *s)
+{
+	*s = *s * 1103515245u + 12345u;
+	return (*s >> 16) & 0x7fff;
+}
+
+/* A random lazy transaction on x0..x2: overwrites, truncates, xattrs. */
+static void random_tx(unsigned *s, char *t, size_t cap)
+{
+	int n = 1 + (int)(rnd(s) % 4), used;
+
+	used = snprintf(t, cap, "option lazy\n");
+	for (int i = 0; i < n; i++) {
+		int f = (int)(rnd(s) % 3), k = (int)(rnd(s) % 8);
+
+		if (k < 5) {
+			int len = 1 + (int)(rnd(s) % 40), off = (int)(rnd(s) % 120);
+			char c = (char)('a' + rnd(s) % 26);
+
+			used += snprintf(t + used, cap - used, "open %d x%d O_WRONLY\npwrite %d \"",
+					 i, f, i);
+			for (int j = 0; j < len; j++)
+				t[used++] = c;
+			used += snprintf(t + used, cap - used, "\" %d\n", off);
+		} else if (k < 6) {
+			used += snprintf(t + used, cap - used, "truncate x%d %u\n", f,
+					 rnd(s) % 150);
+		} else {
+			used += snprintf(t + used, cap - used, "setxattr x%d user.k%u \"%u\"\n",
+					 f, rnd(s) % 2, rnd(s) % 1000);
+		}
+	}
+}
+
+static void random_differential(void **state)
+{
+	long seqs = 0, txs = 0;
+	uint64_t saved = fx_lazy_max;
+
+	(void)state;
+	for (unsigned seed = 1; seed <= 150; seed++) {
+		char *d1 = t_fresh(), *d2 = t_fresh(), *s1, *s2, t[4096];
+		unsigned s = seed;
+		fstx_domain *h;
+
+		for (int f = 0; f < 3; f++) {
+			char name[8];
+
+			snprintf(name, sizeof(name), "x%d", f);
+			t_write(d1, name, "0123456789", 10);
+			t_write(d2, name, "0123456789", 10);
+		}
+		/* some runs flush part way (a small queue limit) */
+		fx_lazy_max = seed % 3 ? saved : 600;
+		assert_int_equal(fstx_domain_open(d2, &h), 0);
+		for (int k = 0; k < 12; k++, txs++) {
+			random_tx(&s, t, sizeof(t));
+			assert_int_equal(tx_text(d1, plain(t), NULL), 0);
+			assert_int_equal(tx_text_h(h, t), 0);
+		}
+		assert_int_equal(fstx_sync(h), 0);
+		fstx_domain_close(h);
+		s1 = t_snapshot(d1);
+		s2 = t_snapshot(d2);
+		if (strcmp(s1, s2))
+			fail_msg("seed %u: lazy differs\n%s---\n%s", seed, s1, s2);
+		free(s1);
+		free(s2);
+		t_drop(d1);
+		t_drop(d2);
+		seqs++;
+	}
+	fx_lazy_max = saved;
+	printf("lazy differential: %ld random sequences, %ld transactions, same trees\n",
+	       seqs, txs);
+}
+
+/* Lazy ones, then each other kind: the same tree as committing plainly. */
+static void then_other_kinds(void **state)
+{
+	static const char *const next[] = {
+		"option wal\nopen 0 a O_WRONLY\npwrite 0 \"W\" 1\n",
+		"option crash-only\nopen 0 a O_WRONLY\npwrite 0 \"C\" 2\n",
+		/* the undo way: it plans after the flush (sizes the queue changed) */
+		"rename a a2\ntruncate a2 3\n",
+		"open 0 n O_WRONLY|O_CREAT|O_EXCL 0600\npwrite 0 \"new\" 0\nclose 0\n",
+	};
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(next) / sizeof(next[0]); k++) {
+		char *d1 = t_fresh(), *d2 = t_fresh(), *s1, *s2;
+		fstx_domain *h;
+
+		assert_int_equal(fstx_domain_open(d2, &h), 0);
+		for (int j = 0; j < NL; j++) {
+			assert_int_equal(tx_text(d1, plain(lseq[j]), NULL), 0);
+			assert_int_equal(tx_text_h(h, lseq[j]), 0);
+		}
+		assert_int_equal(tx_text(d1, next[k], NULL), 0);
+		assert_int_equal(tx_text_h(h, next[k]), 0);
+		s1 = t_snapshot(d1);
+		s2 = t_snapshot(d2); /* before close: the other kind flushed */
+		if (strcmp(s1, s2))
+			fail_msg("next %zu: differs\n%s---\n%s", k, s1, s2);
+		fstx_domain_close(h);
+		free(s1);
+		free(s2);
+		t_drop(d1);
+		t_drop(d2);
+	}
+}
+
+/* ---- kill -9 and injected errors ------------------------------------------ */
+
+static long run_lseq(const char *d, fstx_domain *h)
+{
+	for (int k = 0; k < NL; k++) {
+		long r = h ? tx_text_h(h, lseq[k]) : tx_text(d, lseq[k], NULL);
+
+		if (r != 0)
+			return k;
+	}
+	return NL;
+}
+
+static long lseq_calls(void)
+{
+	char *d = t_fresh();
+	fstx_domain *h;
+	long n;
+
+	assert_int_equal(fstx_domain_open(d, &h), 0);
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(run_lseq(d, h), NL);
+	fstx_domain_close(h); /* its flush counts too */
+	n = fo.calls;
+	fo_remove();
+	t_drop(d);
+	return n;
+}
+
+/* Child: the sequence (one handle, closed at the end), killed at `at`. */
+static int kill_child(const char *d, enum fo_mode mode, long at, int *ok)
+{
+	int fds[2], st, n = 0;
+	char c;
+	pid_t p;
+
+	assert_int_equal(pipe(fds), 0);
+	p = fork();
+	if (p == 0) {
+		fstx_domain *h;
+
+		close(fds[0]);
+		fx_lazy_max = 300; /* flushes inside the sequence */
+		if (fstx_domain_open(d, &h) != 0)
+			_exit(4);
+		fo_install(mode, at, 0);
+		for (int k = 0; k < NL; k++) {
+			if (tx_text_h(h, lseq[k]) != 0)
+				_exit(1);
+			if (write(fds[1], "", 1) != 1)
+				_exit(3);
+		}
+		fstx_domain_close(h);
+		_exit(0);
+	}
+	close(fds[1]);
+	while (read(fds[0], &c, 1) == 1)
+		n++;
+	close(fds[0]);
+	waitpid(p, &st, 0);
+	*ok = n;
+	return st;
+}
+
+static int reader_recover(const char *dir)
+{
+	fstx_domain *d;
+	int r = fstx_domain_open(dir, &d);
+
+	if (r == 0) {
+		r = fstx_read_begin(d);
+		if (r == 0)
+			fstx_read_end(d);
+		fstx_domain_close(d);
+	}
+	return r;
+}
+
+static void kill_every_call(void **state)
+{
+	char *st[NL + 1];
+	long n = lseq_calls(), points = 0;
+
+	(void)state;
+	lseq_states(st);
+	for (int m = 0; m < 2; m++)
+		for (long k = 1; k <= n; k++) {
+			char *d = t_fresh();
+			int ok, r;
+
+			kill_child(d, m ? FO_KILL_AFTER : FO_KILL_BEFORE, k, &ok);
+			/* every committed lazy transaction is applied by recovery */
+			r = k % 3 == 0 ? domain_recover(d) : k % 3 == 1 ? reader_recover(d) :
+			    (int)tx_text(d, "option wal\nassert-exists a\n", NULL);
+			if (r < 0)
+				fail_msg("kill %d call %ld: recovery %d", m, k, r);
+			in_range(d, st, ok, ok + 1 > NL ? NL : ok + 1,
+				 m ? "lazy kill-after call" : "lazy kill-before call", k);
+			points++;
+			t_drop(d);
+		}
+	printf("lazy kill: %d tx in sequence, %ld crash points, 0 torn\n", NL, points);
+	free_states(st);
+}
+
+static void errors_every_call(void **state)
+{
+	static const int errs[] = { EIO, ENOSPC };
+	char *st[NL + 1];
+	long n = lseq_calls(), points = 0, failed = 0;
+	uint64_t saved = fx_lazy_max;
+
+	(void)state;
+	lseq_states(st);
+	fx_lazy_max = 300;
+	for (int e = 0; e < 2; e++)
+		for (long k = 1; k <= n; k++) {
+			char *d = t_fresh();
+			fstx_domain *h;
+			long ok;
+			int r;
+
+			assert_int_equal(fstx_domain_open(d, &h), 0);
+			fo_install(FO_FAIL, k, errs[e]);
+			ok = run_lseq(d, h);
+			fstx_domain_close(h);
+			fo_remove();
+			failed += ok < NL;
+			if ((r = domain_recover(d)) < 0)
+				fail_msg("err %d call %ld: recovery %d", errs[e], k, r);
+			in_range(d, st, (int)ok, ok + 1 > NL ? NL : (int)ok + 1, "lazy error call", k);
+			points++;
+			t_drop(d);
+		}
+	fx_lazy_max = saved;
+	printf("lazy errors: EIO and ENOSPC: %ld fault points, %ld sequences cut short, "
+	       "0 torn\n", points, failed);
+	free_states(st);
+}
+
+/* ---- power loss ----------------------------------------------------------- */
+
+static int other_boot(char id[37])
+{
+	memcpy(id, "00000000-0000-0000-0000-000000000002", 37);
+	return 0;
+}
+
+/*
+ * The queue's records reach the log's pages, which power loss may lose in
+ * any order: overwrite 4 KiB of the log from each 8-byte offset with
+ * other bytes, then recover as after a reboot.  The records before the page survive, the one in it and every
+ * later one are lost (replay stops at the first invalid record).
+ */
+static void power_loss_keeps_prefix(void **state)
+{
+	char *st[NL + 1];
+	uint64_t ends[NL];
+	long points = 0;
+
+	(void)state;
+	lseq_states(st);
+	for (uint64_t page = 0; ; page++) {
+		char *d = t_fresh(), *p;
+		int fds[2], ws, fd, lost;
+		uint64_t cut = 1024 + page * 8;
+		char junk[4096];
+		pid_t c;
+
+		assert_int_equal(pipe(fds), 0);
+		c = fork();
+		if (c == 0) { /* queue them all and vanish: no flush */
+			fstx_domain *h;
+
+			if (fstx_domain_open(d, &h) != 0)
+				_exit(4);
+			for (int k = 0; k < NL; k++) {
+				if (tx_text_h(h, lseq[k]) != 0)
+					_exit(1);
+				ends[k] = h->wal_end;
+			}
+			if (write(fds[1], ends, sizeof(ends)) != sizeof(ends))
+				_exit(3);
+			_exit(0);
+		}
+		close(fds[1]);
+		assert_int_equal(read(fds[0], ends, sizeof(ends)), sizeof(ends));
+		close(fds[0]);
+		waitpid(c, &ws, 0);
+		assert_int_equal(WEXITSTATUS(ws), 0);
+		if (cut >= ends[NL - 1]) {
+			t_drop(d);
+			break;
+		}
+		in_range(d, st, 0, 0, "queued, not applied", (long)page);
+		assert_true(asprintf(&p, "%s/.fstx/wal", d) > 0);
+		fd = open(p, O_WRONLY);
+		assert_true(fd >= 0);
+		memset(junk, 0x5a, sizeof(junk)); /* what the page held before */
+		assert_int_equal(pwrite(fd, junk, sizeof(junk), (off_t)cut), (ssize_t)sizeof(junk));
+		close(fd);
+		free(p);
+		for (lost = 0; lost < NL && ends[lost] <= cut; lost++)
+			;
+		fstx_os.boot_id = other_boot;
+		assert_true(domain_recover(d) >= 0);
+		fstx_os = fstx_os_libc;
+		in_range(d, st, lost, lost, "lost page at", (long)cut);
+		points++;
+		t_drop(d);
+	}
+	printf("lazy power loss: %ld lost pages, a prefix of whole records each time\n",
+	       points);
+	assert_true(points > 10);
+	free_states(st);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(queued_until_flush),
+		cmocka_unit_test(flush_coalesces),
+		cmocka_unit_test(random_differential),
+		cmocka_unit_test(then_other_kinds),
+		cmocka_unit_test(kill_every_call),
+		cmocka_unit_test(errors_every_call),
+		cmocka_unit_test(power_loss_keeps_prefix),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
