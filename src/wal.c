@@ -29,36 +29,40 @@
  *      that most records overwrite allocated blocks and their fdatasync
  *      flushes data only, not the file's size.
  *  W3. Commit: under the lock the record is written whole at the log's
- *      end (state word PENDING) and the hint's END moves
- *      past it; then the lock is dropped for fdatasync(wal), the commit
- *      point and the transaction's one barrier.  Writers queue for it on
- *      the flock of .fstx/walsync, and one fdatasync serves every record
- *      written before it began (group commit, see group_sync()).  Nothing changes in place
- *      before the record's barrier has returned (to its writer or to a
- *      helper, W4), so power loss never finds an in-place change without
- *      its record.  A record that cannot be written gets its header zeroed
- *      (it is the last; the log ends before it).  A record whose barrier
- *      fails is marked CANCELLED and never applied during this boot, and
- *      the handle latches the error: after a failed barrier the disk's
- *      state is unknown, and a recovery after power loss applies the
- *      record if it is there.
+ *      end (state word PENDING; LAZY, W10) and the hint's END moves past
+ *      it; then the lock is dropped for fdatasync(wal), the commit point
+ *      and the transaction's one barrier.  Writers queue for it on the
+ *      flock of .fstx/walsync, and one fdatasync serves every record
+ *      written before it began (group commit, see group_sync()).  Nothing
+ *      changes in place before the record's barrier has returned (to its
+ *      writer or to a helper, W4), so power loss never finds an in-place
+ *      change without its record.  A record that cannot be written gets its
+ *      header zeroed (it is the last; the log ends before it).  A record
+ *      whose barrier fails is marked CANCELLED and never applied during
+ *      this boot, and the handle latches the error: after a failed barrier
+ *      the disk's state is unknown, and a recovery after power loss applies
+ *      the record if it is there.
  *  W4. Under the lock again, the writer applies its record in place,
- *      unless a helper did: state word APPLYING, the changes, state word
- *      APPLIED; then the hint's APPLIED moves past the leading run of
- *      records that are APPLIED or CANCELLED.  Appliers hold the lock
- *      exclusively, so a record found APPLYING by the next lock holder
- *      (writer or reader) was left half applied by a dead or failed
- *      applier, and that holder helps before anything else.  A transaction that would touch (change or assert on) an
- *      inode that a PENDING record of another writer changes first helps:
- *      fdatasync(wal), apply every PENDING record in log order, mark them,
- *      and plan again.  So records that share an inode are applied in log
- *      order, and records on disjoint inodes commute.  Should an in-place
- *      change fail, the record stays PENDING, the handle latches the error
- *      and the next lock holder applies it again.
+ *      unless a helper did (its record lies below APPLIED then): the hint's
+ *      busy word set, the changes, then APPLIED moves past the record if it
+ *      was the first open one (else its state word says APPLIED) and busy
+ *      is cleared, in one hint write.  Appliers hold the lock exclusively,
+ *      so a hint found busy by the next lock holder (writer or reader) was
+ *      left by a dead or failed applier, and that holder helps before
+ *      anything else.  Help: fdatasync(wal), then every open record (PENDING
+ *      or LAZY) from APPLIED on, in log order, under the busy word; then
+ *      APPLIED = END and busy cleared.  A help pass skips a change that a
+ *      later record of the pass overwrites whole (coalescing, see
+ *      wal_help()).  A transaction that would touch (change or assert on)
+ *      an inode that an open record changes first helps, and plans again.
+ *      So records that share an inode are applied in log order, and records
+ *      on disjoint inodes commute.  Should an in-place change fail, busy
+ *      stays set, the handle latches the error and the next lock holder
+ *      applies the record again.
  *  W5. Within one boot the page cache holds every applied change, and the
  *      hint (END, APPLIED, the boot id) is the truth: a PENDING record
  *      whose writer was killed is applied by the next helper (a
- *      conflicting transaction, a checkpoint, fstx_recover()).  When the
+ *      conflicting transaction, a checkpoint, fstx_recover(), a flush).  When the
  *      hint is invalid or names another boot, power loss may have lost
  *      applied changes: recovery replays every valid record from byte 1024
  *      in order, whatever its state word (not durable), and sets END and
@@ -81,12 +85,12 @@
  *      log is written the same way, and the directory .fstx/ is fsynced
  *      once so the log's name is durable.
  *  W7. Crash-only transactions (FSTX_UT_NOSYNC) skip the barrier of W3 and
- *      keep the lock throughout, so their record is appended as APPLYING.
- *      Checkpoints and helpers keep their barriers: they may apply records
- *      of durable transactions.  A writer whose record is the first open
- *      one moves APPLIED past it after applying, without writing its state
- *      word APPLIED: nothing reads state words below APPLIED, and every
- *      record's word is written when the record is appended.
+ *      keep the lock throughout, so the hint that moves END past their
+ *      record already says busy.  Checkpoints and helpers keep their
+ *      barriers: they may apply records of durable transactions.  Nothing
+ *      reads state words below APPLIED, and every record's word is written
+ *      when the record is appended (APPLYING, 3, is the word of an older
+ *      version of these rules; read as open).
  *  W8. The hint carries a clean word: 1 says that no wedge mark, no hot
  *      journal and no progress mark exists.  A lock holder that finds the
  *      hint of this boot saying clean skips looking for them (three system
@@ -102,6 +106,18 @@
  *      the one this handle last read there: a checkpoint writes the hint
  *      invalid before it writes a new header (W6), so a valid hint with
  *      the old salt means the header has not changed.
+ * W10. Lazy transactions (FSTX_UT_LAZY) end at W3's append: state word
+ *      LAZY, the hint's LAZY set to the record's end, no barrier, nothing
+ *      applied; their commit point is the append itself (they are promised
+ *      atomic, not durable).  A lazy transaction without compare ops reads
+ *      nothing, so it is appended behind open records without helping;
+ *      every other transaction, a lazy one with compare ops, a reader
+ *      (LAZY above APPLIED makes it help), fstx_sync(), the close of a
+ *      handle that appended lazy records, and the queue passing
+ *      fx_lazy_max bytes flush them: help (W4).  At a transaction's start
+ *      they stay queued.  Power loss keeps a prefix of the log's records
+ *      (replay stops at the first invalid one, W2, W5), so what survives
+ *      of the queue is whole transactions in commit order.
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to
@@ -1473,7 +1489,7 @@ static void assert_inodes(struct fstx_domain *d, const struct plan *P,
 
 /*
  * Append the record at the log's end under the lock (W3), with its state
- * word (PENDING; APPLYING for W7).  0 appended
+ * word (PENDING, or LAZY for W10).  0 appended
  * (its offset in *at), or -errno with nothing appended.
  */
 static int append(struct fstx_domain *d, const struct plan *P,
