@@ -21,7 +21,7 @@ field() {
 @test "fstxbench: barriers counted per method, in libsqlite3 too" {
 	mkdir -p "$D/work"
 	"$BENCH" -s 0.05 -r 1 -w a,c -t t "$D/work" >"$D/out.tsv"
-	[ "$(wc -l <"$D/out.tsv")" -eq 18 ]
+	[ "$(wc -l <"$D/out.tsv")" -eq 20 ]
 	awk -F'\t' 'NF != 12 { exit 1 }' "$D/out.tsv"
 	# (a): 4 files, each fsynced; the rename pattern adds one directory
 	[ "$(field a raw 8)" = 0.00 ]
@@ -44,6 +44,11 @@ field() {
 	[ "$(field a fstx-wal 10)" = 0.00 ]
 	[ "$(field c fstx-wal 9)" = 2.00 ]
 	[ "$(field c fstx-wal 10)" = 1.00 ]
+	# lazy: (a) commits with no barrier, the run's one flush (fstx_sync)
+	# is its only fdatasync; (c) takes the durable undo way
+	awk -F'\t' '$2 == "a" && $3 == "fstx-lazy" && !($9 > 0 && $9 < 1 && $8 == 0 && $10 == 0) { exit 1 }' "$D/out.tsv"
+	[ "$(field c fstx-lazy 9)" = 2.00 ]
+	[ "$(field c fstx-lazy 10)" = 1.00 ]
 	# (c) rename pattern: 100 files + the new directory + its parent
 	[ "$(field c rename 8)" = 102.00 ]
 	# SQLite's own syncs are seen (interposed across the shared library)
@@ -54,12 +59,13 @@ field() {
 
 @test "fstxbench: 8 concurrent writers all commit" {
 	mkdir -p "$D/work"
-	"$BENCH" -s 0.1 -r 1 -w e8 -m fstx,fstx-crash,sqlite-wal,fstx-wal -t t "$D/work" >"$D/out.tsv"
+	"$BENCH" -s 0.1 -r 1 -w e8 -m fstx,fstx-crash,sqlite-wal,fstx-wal,fstx-lazy -t t "$D/work" >"$D/out.tsv"
 	[ "$(field e8 fstx 4)" -eq 80 ]
 	[ "$(field e8 fstx-wal 4)" -eq 80 ]
 	# group commit: never more than one fdatasync per transaction
 	awk -F'\t' '$3 == "fstx-wal" && ($9 > 1 || $10 != 0) { exit 1 }' "$D/out.tsv"
 	[ "$(field e8 fstx-crash 4)" -eq 80 ]
+	[ "$(field e8 fstx-lazy 4)" -eq 80 ]
 	[ "$(field e8 sqlite-wal 4)" -eq 80 ]
 	[ "$(field e8 fstx 9)" = 2.00 ]
 }
