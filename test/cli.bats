@@ -318,3 +318,19 @@ T
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"'option wal'"* ]]
 }
+
+@test "option lazy: committed and applied by the time fstx run exits; with crash-only refused" {
+	printf 'option lazy\nopen 0 a O_RDWR\npwrite 0 "LAZY" 0\nsetxattr a user.z "1"\n' > "$TX/l.tx"
+	run "$FSTX" run "$D" "$TX/l.tx" --json
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"status":"committed"'* ]]
+	# the close flushed the queue: in place, and the log says all applied
+	[ "$(head -c 4 "$D/a")" = "LAZY" ]
+	[ "$(getfattr --only-values -n user.z "$D/a" 2>/dev/null)" = 1 ]
+	run "$FSTX" read "$D" -- cat "$D/a"
+	[[ "$output" == LAZY* ]]
+	printf 'option lazy\noption crash-only\nopen 0 a O_RDWR\npwrite 0 "X" 0\n' > "$TX/lc.tx"
+	run "$FSTX" run "$D" "$TX/lc.tx"
+	[ "$status" -eq 2 ]
+	[ "$(head -c 4 "$D/a")" = "LAZY" ]
+}
