@@ -14,10 +14,13 @@
  *      Each such change is a "set": the bytes, the size or the xattr value
  *      it leaves do not depend on what was there before.
  *  W2. Layout: sector 0 holds the header (magic "FSTXWAL1", version, salt,
- *      CRC-32C); records start at byte 1024.  The hint (W4, W5) and each
- *      record's state word live in .fstx/walsync, notes for this boot that
+ *      CRC-32C); records start at byte 1024.  The hint (W4, W5) and the
+ *      records' state words live in .fstx/walsync, notes for this boot that
  *      are never synced, so a record's barrier writes the record's pages
- *      only, and no page of the log is written again after its barrier.
+ *      only, and no page of the log is written again after its barrier.  A
+ *      state word carries the salt of its log: a word of another salt, or
+ *      none, says PENDING (open), so appending a record writes no word;
+ *      only APPLIED and CANCELLED are written.
  *      A record is a 32-byte header (magic "FXW1", entry count, payload
  *      length, the header's salt, CRC-32C over the header with crc 0 and
  *      the payload), then its entries, each 8-byte aligned: a 40-byte entry
@@ -29,9 +32,9 @@
  *      that most records overwrite allocated blocks and their fdatasync
  *      flushes data only, not the file's size.
  *  W3. Commit: under the lock the record is written whole at the log's
- *      end (state word PENDING; LAZY, W10) and the hint's END moves past
- *      it; then the lock is dropped for fdatasync(wal), the commit point
- *      and the transaction's one barrier.  Writers queue for it on the
+ *      end (open: no state word, W2) and the hint's END moves past it;
+ *      then the lock is dropped for fdatasync(wal), the commit point and
+ *      the transaction's one barrier.  Writers queue for it on the
  *      flock of .fstx/walsync, and one fdatasync serves every record
  *      written before it began (group commit, see group_sync()).  Nothing
  *      changes in place before the record's barrier has returned (to its
@@ -88,9 +91,8 @@
  *      keep the lock throughout, so the hint that moves END past their
  *      record already says busy.  Checkpoints and helpers keep their
  *      barriers: they may apply records of durable transactions.  Nothing
- *      reads state words below APPLIED, and every record's word is written
- *      when the record is appended (APPLYING, 3, is the word of an older
- *      version of these rules; read as open).
+ *      reads state words below APPLIED (APPLYING, 3, and LAZY, 4, are
+ *      words of older versions of these rules; read as open).
  *  W8. The hint carries a clean word: 1 says that no wedge mark, no hot
  *      journal and no progress mark exists.  A lock holder that finds the
  *      hint of this boot saying clean skips looking for them (three system
@@ -106,8 +108,8 @@
  *      the one this handle last read there: a checkpoint writes the hint
  *      invalid before it writes a new header (W6), so a valid hint with
  *      the old salt means the header has not changed.
- * W10. Lazy transactions (FSTX_UT_LAZY) end at W3's append: state word
- *      LAZY, the hint's LAZY set to the record's end, no barrier, nothing
+ * W10. Lazy transactions (FSTX_UT_LAZY) end at W3's append: the hint's
+ *      LAZY set to the record's end, no barrier, nothing
  *      applied; their commit point is the append itself (they are promised
  *      atomic, not durable).  A lazy transaction without compare ops reads
  *      nothing, so it is appended behind open records without helping;
@@ -143,7 +145,7 @@
 /* .fstx/walsync: page-cache notes of this boot, never synced (W2) */
 #define S_GROUP 0      /* group commit: (salt, end) durable */
 #define S_HINT 64      /* the hint */
-#define S_STATE 4096   /* state words: 4 bytes per 8 bytes of log */
+#define S_STATE 4096   /* state words: 16 bytes per 32 bytes of log */
 #define W_START 1024
 #define W_CHUNK (1u << 20)
 #define W_BUF (64u << 10)
@@ -286,10 +288,16 @@ static int side_fd(struct fstx_domain *d)
 	return d->walsync;
 }
 
+/* Records are at least 32 bytes long: one word per 32 bytes of log. */
 static uint64_t state_off(uint64_t rec)
 {
-	return S_STATE + rec / 8 * 4;
+	return S_STATE + rec / 32 * 16;
 }
+
+struct wstate {     /* a state word (W2): valid only with the log's salt */
+	uint32_t state, pad;
+	uint64_t salt;
+};
 
 /* The hint from d->wal_end and d->wal_applied (no barrier). */
 static int hint_write(struct fstx_domain *d)
@@ -603,18 +611,24 @@ static int rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 	return r;
 }
 
-/* The state word of the record at off, from .fstx/walsync (W2). */
+/*
+ * The state word of the record at off, from .fstx/walsync (W2).  A word
+ * of another salt (an older log's), or none, is PENDING: a record is open
+ * until its word says otherwise, so appending writes no word.
+ */
 static int rec_state(struct fstx_domain *d, uint64_t off, uint32_t *state)
 {
+	struct wstate w;
 	int fd = side_fd(d), r;
 
 	if (fd < 0)
 		return fd;
-	r = read_all(fd, state, sizeof(*state), state_off(off));
-	if (r == -ENODATA) { /* never written: a hole */
-		*state = WS_PENDING;
-		r = 0;
-	}
+	r = read_all(fd, &w, sizeof(w), state_off(off));
+	*state = WS_PENDING;
+	if (r == -ENODATA) /* never written: a hole */
+		return 0;
+	if (r == 0 && w.salt == d->wal_salt)
+		*state = w.state;
 	return r;
 }
 
@@ -638,9 +652,10 @@ static uint64_t rec_next(uint64_t off, const struct wrec *h)
 
 static int set_state(struct fstx_domain *d, uint64_t off, uint32_t state)
 {
+	struct wstate w = { .state = state, .salt = d->wal_salt };
 	int fd = side_fd(d);
 
-	return fd < 0 ? fd : write_all(fd, &state, sizeof(state), state_off(off));
+	return fd < 0 ? fd : write_all(fd, &w, sizeof(w), state_off(off));
 }
 
 /* Move APPLIED past records no longer PENDING, and write the hint (W4). */
@@ -1489,12 +1504,11 @@ static void assert_inodes(struct fstx_domain *d, const struct plan *P,
 
 /*
  * Append the record at the log's end under the lock (W3), with its state
- * word (PENDING, or LAZY for W10).  0 appended
+ * word implied (PENDING: no word of this salt).  0 appended
  * (its offset in *at), or -errno with nothing appended.
  */
 static int append(struct fstx_domain *d, const struct plan *P,
-		  const int *tgt, const uint64_t *ino, uint64_t *at,
-		  uint32_t state)
+		  const int *tgt, const uint64_t *ino, uint64_t *at, int lazy_rec)
 {
 	uint64_t end = 0;
 	int r;
@@ -1506,9 +1520,9 @@ static int append(struct fstx_domain *d, const struct plan *P,
 	uint64_t lazy = d->wal_lazy;
 
 	d->wal_end = end;
-	if (state == WS_LAZY)
+	if (lazy_rec)
 		d->wal_lazy = end;
-	if ((r = set_state(d, *at, state)) < 0 || (r = hint_write(d)) < 0) {
+	if ((r = hint_write(d)) < 0) {
 		d->wal_end = *at;
 		d->wal_lazy = lazy;
 		goto undo;
@@ -1656,7 +1670,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	}
 	if (d->nosync)
 		d->wal_busy = 1; /* W7: applied at once, under the lock */
-	if ((r = append(d, P, tgt, ino, &at, d->lazy ? WS_LAZY : WS_PENDING)) < 0) {
+	if ((r = append(d, P, tgt, ino, &at, d->lazy)) < 0) {
 		d->wal_busy = 0;
 		goto out;
 	}
