@@ -12,7 +12,10 @@
  *                  checks after the CRC (entry lengths, kinds, paths,
  *                  inode numbers, sizes) are reached.
  * Recovery then runs as after a reboot (another boot id: every record is
- * replayed).  Oracle: nothing outside the domain changes; nothing under
+ * replayed), or, when byte 0 / 3 is odd, in the same boot with a hint that
+ * says an applier was cut short: the help pass (wal.c W4) reads every
+ * record into memory, parses its entries (entry_mem), coalesces and
+ * applies them.  Oracle: nothing outside the domain changes; nothing under
  * .fstx/ but the log changes; the undamaged log leaves the committed tree
  * exactly; no crash, leak or UB.
  */
@@ -82,6 +85,48 @@ static void fix_crcs(unsigned char *j, size_t n)
 	}
 }
 
+/*
+ * A hint of this boot (wal.c struct whint) over the log's records, busy:
+ * the next lock holder runs a help pass from byte 1024.
+ */
+static void busy_hint(const unsigned char *log, size_t n)
+{
+	unsigned char h[80];
+	uint64_t end = 1024, start = 1024;
+	uint32_t crc, one = 1;
+	char *p = fz_path_in("walsync");
+	int fd;
+
+	while (end + 32 <= n) { /* END: after the last record with a header */
+		uint32_t magic;
+		uint64_t len;
+
+		memcpy(&magic, log + end, 4);
+		memcpy(&len, log + end + 8, 8);
+		if (magic != 0x31575846u || len > n - end - 32)
+			break;
+		end += 32 + ((len + 7) & ~(uint64_t)7);
+	}
+
+	memset(h, 0, sizeof(h));
+	if (n >= 32)
+		memcpy(h, log + 16, 8); /* the header's salt */
+	memcpy(h + 8, &end, 8);
+	memcpy(h + 16, &start, 8);
+	if (fstx_os_libc.boot_id((char *)h + 24) < 0)
+		abort();
+	h[60] = 0; /* boot id: 36 bytes, no NUL kept */
+	crc = fx_crc32c(0, h, 64);
+	memcpy(h + 60, &crc, 4);
+	memcpy(h + 64, &one, 4); /* clean */
+	memcpy(h + 68, &one, 4); /* busy */
+	fd = open(p, O_WRONLY | O_CREAT, 0600);
+	if (fd < 0 || pwrite(fd, h, sizeof(h), 64) != (ssize_t)sizeof(h))
+		abort();
+	close(fd);
+	free(p);
+}
+
 /* Everything under .fstx/ but the log and its hint, as text. */
 static char *meta_snap(void)
 {
@@ -115,7 +160,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	size_t n, blen;
 	char *wp, *pre, *post, *m0, *m1;
 	fstx_domain *d;
-	int r, damaged = 0;
+	int r, damaged = 0, same_boot;
 
 	if (size < 2)
 		return 0;
@@ -130,6 +175,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 		make_log();
 	}
 	mode = data[0] % 3;
+	same_boot = data[0] / 3 % 2;
 	opt = data[1];
 	data += 2;
 	size -= 2;
@@ -159,11 +205,14 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 			fix_crcs(j, n);
 	}
 	fz_write_file(wp, j, n);
+	if (same_boot)
+		busy_hint(j, n);
 	free(j);
 	free(base);
 	pre = t_snapshot(fz_dom);
 	m0 = meta_snap();
-	fstx_os.boot_id = other_boot;
+	if (!same_boot)
+		fstx_os.boot_id = other_boot;
 	FZ_CHECK(fstx_domain_open(fz_dom, &d) == 0, "open");
 	r = fstx_recover(d);
 	fstx_domain_close(d);
