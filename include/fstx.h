@@ -50,6 +50,13 @@
  *    inside the domain are followed as the kernel would, but a symlink or
  *    ".." that leaves the domain fails the op with -EXDEV, and so does a
  *    change to the data or xattrs of a file hard-linked from outside.
+ *  - A handle keeps the files of its recent write-ahead transactions open
+ *    (at most 32, on ext4, xfs, btrfs and tmpfs), so a file unlinked by
+ *    another process may keep its space until the handle moves on or is
+ *    closed, and a write it allowed when opened is not checked again.
+ *  - The state of .fstx/ is trusted within one boot: a wedge mark or a
+ *    journal put there by hand is seen after a reboot or by
+ *    fstx_recover(), not necessarily by the next transaction.
  */
 #ifndef FSTX_H
 #define FSTX_H

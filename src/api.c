@@ -109,7 +109,8 @@ int fstx_recover(fstx_domain *d)
  * A shared lock excludes every writer's transaction (writers hold it
  * exclusively from planning to the end of commit or rollback), so between
  * begin and end the tree is a committed state.  A hot journal is rolled
- * back first, which needs the lock exclusively: drop, recover, retry.
+ * back first, which needs the lock exclusively: drop, take it exclusively,
+ * recover, and read under that.
  */
 int fstx_read_begin(fstx_domain *d)
 {
@@ -133,12 +134,17 @@ int fstx_read_begin(fstx_domain *d)
 			return -EROFS; /* the tree may be torn: fstx_recover() */
 		if ((r = fx_lock(d)) < 0)
 			return r;
-		r = fx_recover_locked(d);
+		if ((r = fx_is_wedged(d)) > 0)
+			r = -EROFS;
+		if (r == 0)
+			r = fx_recover_locked(d);
 		if (r >= 0)
 			r = fx_wal_recover(d);
+		if (r >= 0)
+			return 0; /* recovered: read under the exclusive lock (no
+				   * writer can queue more lazy records meanwhile) */
 		fx_unlock(d);
-		if (r < 0)
-			return r;
+		return r;
 	}
 	return -EAGAIN;
 }
