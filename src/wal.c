@@ -756,6 +756,23 @@ static int hent_later(struct hslot *sl, const struct hent *x)
 	return 0;
 }
 
+/*
+ * The record at off, checked, its payload in H->buf (whole up to W_CHUNK):
+ * 1 open, 0 applied or cancelled, -errno (-EUCLEAN: none where the hint
+ * says one is).
+ */
+static int help_rec(struct fstx_domain *d, struct hpass *H, uint64_t size,
+		    uint64_t off, struct wrec *h)
+{
+	int r = rec_check(d, off, size, h, H->buf);
+
+	if (r <= 0)
+		return r < 0 ? r : -EUCLEAN;
+	if ((r = rec_state(d, off, &h->state)) < 0)
+		return r;
+	return WS_OPEN(h->state);
+}
+
 /* Pass 1: the entries of the open records in [applied, end), marked. */
 static int help_collect(struct fstx_domain *d, struct hpass *H, uint64_t size)
 {
@@ -768,11 +785,9 @@ static int help_collect(struct fstx_domain *d, struct hpass *H, uint64_t size)
 		uint64_t p = 0;
 		struct went e;
 
-		if ((r = rec_check(d, off, size, &h, H->buf)) <= 0)
-			return r < 0 ? r : -EUCLEAN;
-		if ((r = rec_state(d, off, &h.state)) < 0)
+		if ((r = help_rec(d, H, size, off, &h)) < 0)
 			return r;
-		if (!WS_OPEN(h.state) || h.len > W_CHUNK)
+		if (!r || h.len > W_CHUNK)
 			continue; /* large records: applied whole, not coalesced */
 		for (uint32_t k = 0; k < h.nent; k++) {
 			struct hent *x;
@@ -837,11 +852,9 @@ static int help_apply(struct fstx_domain *d, struct hpass *H, uint64_t size)
 		uint64_t p = 0;
 		struct went e;
 
-		if ((r = rec_check(d, off, size, &h, H->buf)) <= 0)
-			return r < 0 ? r : -EUCLEAN;
-		if ((r = rec_state(d, off, &h.state)) < 0)
+		if ((r = help_rec(d, H, size, off, &h)) < 0)
 			return r;
-		if (!WS_OPEN(h.state))
+		if (!r)
 			continue;
 		if (h.len > W_CHUNK) {
 			if ((r = rec_replay(d, off, &h, H->buf)) < 0)

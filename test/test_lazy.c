@@ -31,6 +31,7 @@
 
 #include "faultos.h"
 #include "txrun.h"
+#include "states.h"
 
 #define NL 6
 /* Lazy transactions on the t_populate() tree (a, b, big, d/c, old, ...). */
@@ -68,19 +69,6 @@ static void free_states(char **st)
 {
 	for (int k = 0; k <= NL; k++)
 		free(st[k]);
-}
-
-static void in_range(const char *d, char **st, int lo, int hi, const char *what,
-		     long k)
-{
-	char *now = t_snapshot(d);
-
-	for (int j = lo; j <= hi; j++)
-		if (!strcmp(now, st[j])) {
-			free(now);
-			return;
-		}
-	fail_msg("%s %ld: state is none of %d..%d\n%s", what, k, lo, hi, now);
 }
 
 /* ---- what a lazy commit does, and what flushes ---------------------------- */
@@ -367,20 +355,6 @@ static int kill_child(const char *d, enum fo_mode mode, long at, int *ok)
 	waitpid(p, &st, 0);
 	*ok = n;
 	return st;
-}
-
-static int reader_recover(const char *dir)
-{
-	fstx_domain *d;
-	int r = fstx_domain_open(dir, &d);
-
-	if (r == 0) {
-		r = fstx_read_begin(d);
-		if (r == 0)
-			fstx_read_end(d);
-		fstx_domain_close(d);
-	}
-	return r;
 }
 
 static void kill_every_call(void **state)

@@ -38,6 +38,7 @@
 #include "corpus.h"
 #include "faultos.h"
 #include "txrun.h"
+#include "states.h"
 
 #define NSEQ 6
 #define NDATA 4 /* the first NDATA are all of the log's way */
@@ -85,33 +86,6 @@ static void seq_states(char **st)
 }
 
 /* The state must be st[j] for some j in [lo, hi]. */
-static void in_range(const char *d, char **st, int lo, int hi, const char *what,
-		     long k)
-{
-	char *now = t_snapshot(d);
-
-	for (int j = lo; j <= hi; j++)
-		if (!strcmp(now, st[j])) {
-			free(now);
-			return;
-		}
-	fail_msg("%s call %ld: state is none of %d..%d\n%s", what, k, lo, hi, now);
-}
-
-static int reader_recover(const char *dir)
-{
-	fstx_domain *d;
-	int r = fstx_domain_open(dir, &d);
-
-	if (r == 0) {
-		r = fstx_read_begin(d);
-		if (r == 0)
-			fstx_read_end(d);
-		fstx_domain_close(d);
-	}
-	return r;
-}
-
 /* Would recovery replay something? (fx_wal_pending, read-only) */
 static int fx_wal_pending_dir(const char *dir)
 {
@@ -362,7 +336,7 @@ static void kill_every_call(void **state)
 			if (r < 0)
 				fail_msg("kill %d call %ld: recovery %d", m, k, r);
 			in_range(d, st, ok, ok + 1 > NSEQ ? NSEQ : ok + 1,
-				 m ? "wal kill-after" : "wal kill-before", k);
+				 m ? "wal kill-after call" : "wal kill-before call", k);
 			/* and the domain goes on working */
 			assert_int_equal(tx_text(d, "option wal\ntruncate old 1\n", NULL), 0);
 			points++;
@@ -408,7 +382,7 @@ static void errors_every_call(void **state)
 				failed += ok < NSEQ;
 				if ((r = domain_recover(d)) < 0)
 					fail_msg("err %d call %ld: recovery %d", errs[e], k, r);
-				in_range(d, st, ok, tried, "wal error", k);
+				in_range(d, st, ok, tried, "wal error call", k);
 				points++;
 				t_drop(d);
 			}
