@@ -20,6 +20,18 @@ static inline void in_range(const char *d, char **st, int lo, int hi,
 	fail_msg("%s %ld: state is none of %d..%d\n%s", what, k, lo, hi, now);
 }
 
+/* The trees at d1 and d2 are the same (both shown if not). */
+static inline void same_trees(const char *d1, const char *d2, const char *what,
+			      long k)
+{
+	char *s1 = t_snapshot(d1), *s2 = t_snapshot(d2);
+
+	if (strcmp(s1, s2))
+		fail_msg("%s %ld: the trees differ\n%s---\n%s", what, k, s1, s2);
+	free(s1);
+	free(s2);
+}
+
 /* Recover as a reader does: fstx_read_begin() on a new handle. */
 static inline int reader_recover(const char *dir)
 {

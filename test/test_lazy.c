@@ -222,7 +222,7 @@ static void random_differential(void **state)
 
 	(void)state;
 	for (unsigned seed = 1; seed <= 150; seed++) {
-		char *d1 = t_fresh(), *d2 = t_fresh(), *s1, *s2, t[4096];
+		char *d1 = t_fresh(), *d2 = t_fresh(), t[4096];
 		unsigned s = seed;
 		fstx_domain *h;
 
@@ -243,12 +243,7 @@ static void random_differential(void **state)
 		}
 		assert_int_equal(fstx_sync(h), 0);
 		fstx_domain_close(h);
-		s1 = t_snapshot(d1);
-		s2 = t_snapshot(d2);
-		if (strcmp(s1, s2))
-			fail_msg("seed %u: lazy differs\n%s---\n%s", seed, s1, s2);
-		free(s1);
-		free(s2);
+		same_trees(d1, d2, "lazy, seed", seed);
 		t_drop(d1);
 		t_drop(d2);
 		seqs++;
@@ -271,7 +266,7 @@ static void then_other_kinds(void **state)
 
 	(void)state;
 	for (size_t k = 0; k < sizeof(next) / sizeof(next[0]); k++) {
-		char *d1 = t_fresh(), *d2 = t_fresh(), *s1, *s2;
+		char *d1 = t_fresh(), *d2 = t_fresh();
 		fstx_domain *h;
 
 		assert_int_equal(fstx_domain_open(d2, &h), 0);
@@ -281,13 +276,8 @@ static void then_other_kinds(void **state)
 		}
 		assert_int_equal(tx_text(d1, next[k], NULL), 0);
 		assert_int_equal(tx_text_h(h, next[k]), 0);
-		s1 = t_snapshot(d1);
-		s2 = t_snapshot(d2); /* before close: the other kind flushed */
-		if (strcmp(s1, s2))
-			fail_msg("next %zu: differs\n%s---\n%s", k, s1, s2);
+		same_trees(d1, d2, "then kind", (long)k); /* before close: it flushed */
 		fstx_domain_close(h);
-		free(s1);
-		free(s2);
 		t_drop(d1);
 		t_drop(d2);
 	}

@@ -115,15 +115,6 @@ static uint64_t wal_end_dir(const char *dir)
 
 /* ---- differential ------------------------------------------------------ */
 
-static void same_trees(const char *d1, const char *d2)
-{
-	char *s1 = t_snapshot(d1), *s2 = t_snapshot(d2);
-
-	assert_string_equal(s1, s2);
-	free(s1);
-	free(s2);
-}
-
 static void same_as_undo(void **state)
 {
 	long eligible = 0;
@@ -159,7 +150,7 @@ static void same_as_undo(void **state)
 		assert_int_equal(tx_text(d1, "mkdir zz_follow\n", NULL), 0);
 		free(s1);
 		free(s2);
-		same_trees(d1, d2);
+		same_trees(d1, d2, "corpus", (long)c);
 		free(w);
 		t_drop(d1);
 		t_drop(d2);
@@ -173,7 +164,7 @@ static void same_as_undo(void **state)
 
 			assert_int_equal(tx_text(d1, plain, NULL), 0);
 			assert_int_equal(tx_text(d2, seqtx[k], NULL), 0);
-			same_trees(d1, d2);
+			same_trees(d1, d2, "sequence", k);
 		}
 		t_drop(d1);
 		t_drop(d2);
