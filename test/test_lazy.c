@@ -227,7 +227,7 @@ static void random_differential(void **state)
 		fstx_domain *h;
 
 		for (int f = 0; f < 3; f++) {
-			char name[8];
+			char name[16];
 
 			snprintf(name, sizeof(name), "x%d", f);
 			t_write(d1, name, "0123456789", 10);
