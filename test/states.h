@@ -4,7 +4,10 @@
 #define FSTX_TEST_STATES_H
 #include <stdlib.h>
 #include <string.h>
-#include "helpers.h"
+#include <sys/wait.h>
+#include <unistd.h>
+#include "faultos.h"
+#include "txrun.h"
 
 /* The tree at d must be st[j] for some j in [lo, hi]. */
 static inline void in_range(const char *d, char **st, int lo, int hi,
@@ -45,5 +48,63 @@ static inline int reader_recover(const char *dir)
 		fstx_domain_close(d);
 	}
 	return r;
+}
+
+/* A sequence of transaction texts, as a killed child runs it. */
+struct seq {
+	const char *const *tx;
+	int n;
+	int one;          /* on one handle throughout (kept fds, hint) */
+	int close;        /* and close it at the end (its flush counts) */
+	void (*prep)(void); /* in the child, first (small log limits) */
+};
+
+/*
+ * Run the sequence in a child with faults installed (a kill at call `at`);
+ * *ok is how many transactions returned 0 before it died.
+ */
+static inline int seq_killed(const char *d, const struct seq *q,
+			     enum fo_mode mode, long at, int *ok)
+{
+	int fds[2], st, n = 0;
+	char c;
+	pid_t p;
+
+	assert_int_equal(pipe(fds), 0);
+	p = fork();
+	if (p == 0) {
+		fstx_domain *h = NULL;
+
+		close(fds[0]);
+		if (q->prep)
+			q->prep();
+		if (q->one && fstx_domain_open(d, &h) != 0)
+			_exit(4);
+		fo_install(mode, at, 0);
+		for (int k = 0; k < q->n; k++) {
+			if ((h ? tx_text_h(h, q->tx[k]) : tx_text(d, q->tx[k], NULL)) != 0)
+				_exit(1);
+			if (write(fds[1], "", 1) != 1)
+				_exit(3);
+		}
+		if (h && q->close)
+			fstx_domain_close(h);
+		_exit(0);
+	}
+	close(fds[1]);
+	while (read(fds[0], &c, 1) == 1)
+		n++;
+	close(fds[0]);
+	waitpid(p, &st, 0);
+	*ok = n;
+	return st;
+}
+
+/* Recover after a kill, one of three ways by k: fstx_recover, a reader,
+ * or the next transaction (one that changes nothing). */
+static inline int recover_by(const char *d, long k)
+{
+	return k % 3 == 0 ? domain_recover(d) : k % 3 == 1 ? reader_recover(d) :
+	       (int)tx_text(d, "option wal\nassert-exists a\n", NULL);
 }
 #endif

@@ -312,39 +312,9 @@ static long lseq_calls(void)
 	return n;
 }
 
-/* Child: the sequence (one handle, closed at the end), killed at `at`. */
-static int kill_child(const char *d, enum fo_mode mode, long at, int *ok)
+static void lazy_prep(void)
 {
-	int fds[2], st, n = 0;
-	char c;
-	pid_t p;
-
-	assert_int_equal(pipe(fds), 0);
-	p = fork();
-	if (p == 0) {
-		fstx_domain *h;
-
-		close(fds[0]);
-		fx_lazy_max = 300; /* flushes inside the sequence */
-		if (fstx_domain_open(d, &h) != 0)
-			_exit(4);
-		fo_install(mode, at, 0);
-		for (int k = 0; k < NL; k++) {
-			if (tx_text_h(h, lseq[k]) != 0)
-				_exit(1);
-			if (write(fds[1], "", 1) != 1)
-				_exit(3);
-		}
-		fstx_domain_close(h);
-		_exit(0);
-	}
-	close(fds[1]);
-	while (read(fds[0], &c, 1) == 1)
-		n++;
-	close(fds[0]);
-	waitpid(p, &st, 0);
-	*ok = n;
-	return st;
+	fx_lazy_max = 300; /* flushes inside the sequence */
 }
 
 static void kill_every_call(void **state)
@@ -359,10 +329,12 @@ static void kill_every_call(void **state)
 			char *d = t_fresh();
 			int ok, r;
 
-			kill_child(d, m ? FO_KILL_AFTER : FO_KILL_BEFORE, k, &ok);
+			/* one handle, closed at the end */
+			struct seq q = { lseq, NL, 1, 1, lazy_prep };
+
+			seq_killed(d, &q, m ? FO_KILL_AFTER : FO_KILL_BEFORE, k, &ok);
 			/* every committed lazy transaction is applied by recovery */
-			r = k % 3 == 0 ? domain_recover(d) : k % 3 == 1 ? reader_recover(d) :
-			    (int)tx_text(d, "option wal\nassert-exists a\n", NULL);
+			r = recover_by(d, k);
 			if (r < 0)
 				fail_msg("kill %d call %ld: recovery %d", m, k, r);
 			in_range(d, st, ok, ok + 1 > NL ? NL : ok + 1,

@@ -240,42 +240,9 @@ static long seq_run(const char *dir, fstx_domain *h, int k)
 	return h ? tx_text_h(h, seqtx[k]) : tx_text(dir, seqtx[k], NULL);
 }
 
-/*
- * Child: run the sequence with faults installed; reports each 0 return.
- * one: on one handle throughout (its kept fds and hint live across).
- */
-static int run_seq_child(const char *d, enum fo_mode mode, long at, int *ok,
-			 int one)
+static void wal_prep(void)
 {
-	int fds[2], st, n = 0;
-	char c;
-	pid_t p;
-
-	assert_int_equal(pipe(fds), 0);
-	p = fork();
-	if (p == 0) {
-		close(fds[0]);
-		fstx_domain *h = NULL;
-
-		fx_wal_max = 3000; /* a checkpoint inside the sequence */
-		if (one && fstx_domain_open(d, &h) != 0)
-			_exit(4);
-		fo_install(mode, at, 0);
-		for (int k = 0; k < NSEQ; k++) {
-			if (seq_run(d, h, k) != 0)
-				_exit(1);
-			if (write(fds[1], "", 1) != 1)
-				_exit(3);
-		}
-		_exit(0);
-	}
-	close(fds[1]);
-	while (read(fds[0], &c, 1) == 1)
-		n++;
-	close(fds[0]);
-	waitpid(p, &st, 0);
-	*ok = n;
-	return st;
+	fx_wal_max = 3000; /* a checkpoint inside the sequence */
 }
 
 static long seq_calls(void)
@@ -318,12 +285,11 @@ static void kill_every_call(void **state)
 			char *d = t_fresh();
 			int ok, r;
 
-			run_seq_child(d, m ? FO_KILL_AFTER : FO_KILL_BEFORE, k, &ok,
-				      (int)(k / 3 % 2));
-			/* recovered by fstx_recover, a reader, or the next
-			 * transaction (one that changes nothing) */
-			r = k % 3 == 0 ? domain_recover(d) : k % 3 == 1 ? reader_recover(d) :
-			    (int)tx_text(d, "option wal\nassert-exists a\n", NULL);
+			struct seq q = { (const char *const *)seqtx, NSEQ,
+					 (int)(k / 3 % 2), 0, wal_prep };
+
+			seq_killed(d, &q, m ? FO_KILL_AFTER : FO_KILL_BEFORE, k, &ok);
+			r = recover_by(d, k);
 			if (r < 0)
 				fail_msg("kill %d call %ld: recovery %d", m, k, r);
 			in_range(d, st, ok, ok + 1 > NSEQ ? NSEQ : ok + 1,
