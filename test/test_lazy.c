@@ -133,6 +133,59 @@ static void queued_until_flush(void **state)
 	t_drop(d);
 }
 
+/* fstx_sync's barriers: counted, and a failed one returned and latched. */
+static int fail_eio(int fd)
+{
+	(void)fd;
+	return -EIO;
+}
+
+static void sync_barriers_fail(void **state)
+{
+	char *st[NL + 1], *d = t_fresh(), *c;
+	fstx_domain *h;
+
+	(void)state;
+	lseq_states(st);
+	/* crash-only commits: fstx_sync syncs the filesystem, once */
+	assert_int_equal(fstx_domain_open(d, &h), 0);
+	assert_true(asprintf(&c, "option crash-only\n%s", plain(lseq[0])) > 0);
+	assert_int_equal(tx_text_h(h, c), 0);
+	free(c);
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(fstx_sync(h), 0);
+	assert_int_equal(fo.syncfses, 1);
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(fstx_sync(h), 0); /* nothing new: no barrier */
+	assert_int_equal(fo.barriers, 0);
+	fo_remove();
+	/* a failing syncfs: returned, and the handle latches it */
+	assert_true(asprintf(&c, "option crash-only\n%s", plain(lseq[1])) > 0);
+	assert_int_equal(tx_text_h(h, c), 0);
+	free(c);
+	fstx_os.syncfs = fail_eio;
+	assert_int_equal(fstx_sync(h), -EIO);
+	fstx_os = fstx_os_libc;
+	assert_int_equal(fstx_sync(h), -EIO);
+	assert_int_equal(tx_text_h(h, lseq[2]), -EIO);
+	fstx_domain_close(h);
+	assert_true(domain_recover(d) >= 0);
+	in_range(d, st, 2, 2, "after a failed syncfs", 0);
+	/* a failing flush: the queue stays committed, recovery applies it */
+	assert_int_equal(fstx_domain_open(d, &h), 0);
+	assert_int_equal(tx_text_h(h, lseq[2]), 0);
+	fstx_os.fdatasync = fail_eio;
+	assert_int_equal(fstx_sync(h), -EIO);
+	fstx_os = fstx_os_libc;
+	assert_int_equal(fstx_sync(h), -EIO); /* latched */
+	in_range(d, st, 2, 2, "after a failed flush", 0);
+	fstx_domain_close(h); /* latched: it does not flush */
+	assert_true(domain_recover(d) >= 0);
+	in_range(d, st, 3, 3, "recovered", 0);
+	free_states(st);
+	t_drop(d);
+}
+
 /* A flush applies the queue in order, skipping overwritten changes. */
 static long data_pwrites, setxattrs;
 
@@ -462,6 +515,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(queued_until_flush),
+		cmocka_unit_test(sync_barriers_fail),
 		cmocka_unit_test(flush_coalesces),
 		cmocka_unit_test(random_differential),
 		cmocka_unit_test(then_other_kinds),
