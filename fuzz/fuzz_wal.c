@@ -91,7 +91,7 @@ static void fix_crcs(unsigned char *j, size_t n)
  */
 static void busy_hint(const unsigned char *log, size_t n)
 {
-	unsigned char h[80];
+	unsigned char h[88]; /* kept, loose (W11): 0 */
 	uint64_t end = 1024, start = 1024;
 	uint32_t crc, one = 1;
 	char *p = fz_path_in("walsync");

@@ -48,6 +48,7 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 {
 	int created = 0, r;
 
+	memset(d, 0, sizeof(*d)); /* every field not set below starts at 0 */
 	d->root = d->meta = d->lockfd = d->jfd = d->wal = d->walsync = -1;
 	d->wal_end = d->wal_applied = d->wal_salt = d->wal_size = 0;
 	d->latched = 0;
@@ -115,6 +116,8 @@ void fx_domain_fini(struct fstx_domain *d)
 			fstx_os.close(d->fdc[i].fd);
 		d->fdc[i].fd = -1;
 	}
+	free(d->wbuf);
+	d->wbuf = NULL;
 }
 
 int fx_lock(struct fstx_domain *d)

@@ -39,6 +39,8 @@ struct fstx_domain {
 	int wal_clean;     /* wal: the hint's clean word (W8) */
 	int wal_busy;      /* wal: the hint's busy word (W4) */
 	uint64_t wal_lazy; /* wal: end of the last lazy record (W10) */
+	int wal_kept;      /* wal: the hint's kept word (W11) */
+	int wal_loose;     /* wal: the hint's loose word (W11) */
 	int lazy;          /* this transaction is lazy (FSTX_UT_LAZY) */
 	int lazy_wrote;    /* this handle appended lazy records (flushed at close) */
 	int nosync_wrote;  /* this handle committed crash-only transactions */
@@ -48,6 +50,7 @@ struct fstx_domain {
 	/* wal.c: files of recent log transactions, kept open (see fdc_get) */
 	struct fx_fdc { uint64_t ino; int fd, flags; } fdc[FX_FDC];
 	unsigned fdc_next;
+	unsigned char *wbuf; /* wal.c: the record buffer, kept between commits */
 	struct fx_fsfacts {  /* fsfacts.c: detected once per handle */
 		long magic;          /* statfs f_type */
 		uint32_t block_size; /* a power of two >= 512 */

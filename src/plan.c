@@ -104,9 +104,13 @@ static int real_lookup(struct plan *P, const char *ip, struct node *out)
 	struct memo *m;
 	int r;
 
-	if (!P->memo && !(P->memo = calloc(PLAN_MEMO, sizeof(*P->memo))))
-		return -ENOMEM;
-	m = &P->memo[path_hash(ip, strlen(ip)) & (PLAN_MEMO - 1)];
+	if (!P->memo) { /* about two slots per op: small transactions are common */
+		for (P->nmemo = 16; P->nmemo < PLAN_MEMO && P->nmemo < 2 * P->nops;)
+			P->nmemo *= 2;
+		if (!(P->memo = calloc(P->nmemo, sizeof(*P->memo))))
+			return -ENOMEM;
+	}
+	m = &P->memo[path_hash(ip, strlen(ip)) & (P->nmemo - 1)];
 	if (m->ip && !strcmp(m->ip, ip))
 		return node_dup(out, &m->n);
 	if ((r = real_lookup_fs(P, ip, out)) < 0)
@@ -1222,7 +1226,7 @@ int fx_plan_build(struct plan *P)
 	int r;
 
 	P->pops = calloc(P->nops ? P->nops : 1, sizeof(*P->pops));
-	P->slots = calloc(FSTX_MAX_FDS, sizeof(*P->slots));
+	P->slots = calloc(P->nfds ? P->nfds : FSTX_MAX_FDS, sizeof(*P->slots));
 	if (!P->pops || !P->slots)
 		return -ENOMEM;
 	P->failed_op = -1;
@@ -1239,7 +1243,7 @@ int fx_plan_build(struct plan *P)
 
 void fx_plan_free(struct plan *P)
 {
-	for (size_t i = 0; P->memo && i < PLAN_MEMO; i++) {
+	for (size_t i = 0; P->memo && i < P->nmemo; i++) {
 		free(P->memo[i].ip);
 		node_free(&P->memo[i].n);
 	}

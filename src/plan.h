@@ -25,7 +25,7 @@ struct ent { char *path; struct node n; };
 
 /* A remembered lookup in the initial tree (plan.c real_lookup). */
 struct memo { char *ip; struct node n; };
-#define PLAN_MEMO 256
+#define PLAN_MEMO 256     /* at most; fewer for small transactions */
 
 /* Per op: what the executor does. */
 struct pop {
@@ -48,6 +48,7 @@ struct plan {
 	struct fstx_domain *d;
 	const struct btrfs_ioctl_usertrans_op *ops;
 	size_t nops;
+	size_t nfds;       /* fd slots the ops use (validated); 0: FSTX_MAX_FDS */
 	struct ent *ents;
 	size_t nents, cents;
 	size_t *hidx;      /* open-addressing index of ents by path: i + 1, 0 free */
@@ -61,7 +62,8 @@ struct plan {
 	int newid;
 	uint64_t est_bytes, est_inodes;
 	long failed_op;    /* planning stopped here on an I/O error */
-	struct memo *memo; /* PLAN_MEMO entries, or NULL */
+	struct memo *memo; /* nmemo entries, or NULL */
+	size_t nmemo;      /* a power of two, at most PLAN_MEMO */
 };
 
 int fx_plan_build(struct plan *P);

@@ -588,7 +588,7 @@ static long wal_path(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 {
 	struct plan P = { .d = d, .ops = (void *)(intptr_t)ut->ops_ptr,
-			  .nops = ut->num_ops };
+			  .nops = ut->num_ops, .nfds = ut->num_fds };
 	uint64_t bad;
 	int journaled, replanned = 0;
 	long r;
@@ -639,7 +639,7 @@ again:
 		}
 		fx_plan_free(&P);
 		P = (struct plan){ .d = d, .ops = (void *)(intptr_t)ut->ops_ptr,
-				   .nops = ut->num_ops };
+				   .nops = ut->num_ops, .nfds = ut->num_fds };
 		goto again;
 	}
 	journaled = P.nsteps || wants_undo(&P);
@@ -653,7 +653,7 @@ again:
 		 * barrier): the plan saw the tree before them */
 		fx_plan_free(&P);
 		P = (struct plan){ .d = d, .ops = (void *)(intptr_t)ut->ops_ptr,
-				   .nops = ut->num_ops };
+				   .nops = ut->num_ops, .nfds = ut->num_fds };
 		goto again;
 	}
 	if (journaled && (r = fx_clean_scratch(d)) < 0)

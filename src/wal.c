@@ -76,7 +76,8 @@
  *      beneath the domain, no symlinks) and inode number; another inode
  *      there is -ESTALE, and a malformed entry in a record whose CRC holds
  *      -EUCLEAN: recovery stops before changing anything of that entry.
- *  W6. Checkpoint (the log holds more than fx_wal_max bytes of records; or
+ *  W6. Checkpoint (the log holds more than fx_wal_max bytes of records
+ *      (without barriers when W11 allows); or
  *      before a transaction that takes the undo way of journal.c, which
  *      must not be replayed over; or fstx_recover()): help (W4), syncfs
  *      (every applied change durable in place), then a new header with a
@@ -120,6 +121,20 @@
  *      they stay queued.  Power loss keeps a prefix of the log's records
  *      (replay stops at the first invalid one, W2, W5), so what survives
  *      of the queue is whole transactions in commit order.
+ * W11. The hint's kept word says that a record of a transaction that is
+ *      not crash-only was appended since the last checkpoint (set by the
+ *      append's hint write; without a hint of this boot it is assumed).
+ *      A checkpoint because the log is full, while kept is 0, has no
+ *      barrier: no syncfs, no fdatasync of the new header.  Nothing in
+ *      the log was promised across power loss, and W6's order holds in
+ *      the page cache.  It sets the hint's loose word: changes it dropped
+ *      from the log are not durable in place.  While loose is set, the
+ *      next durable transaction of the log syncs the filesystem (syncfs,
+ *      under the lock, no group commit) in place of its record's
+ *      fdatasync, which also makes the new header durable, and clears it;
+ *      any other checkpoint (the undo way's, fstx_recover()) runs, with
+ *      its barriers, even on an empty log.  So a durable commit still
+ *      makes every earlier crash-only one durable (fstx(7)).
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to
@@ -171,6 +186,8 @@ struct whint {
 	uint32_t clean; /* W8 */
 	uint32_t busy;  /* W4: an applier was at work */
 	uint64_t lazy;  /* W10: the end of the last lazy record */
+	uint32_t kept;  /* W11: a record not crash-only since the checkpoint */
+	uint32_t loose; /* W11: the last checkpoint had no barrier */
 };
 
 struct wrec {
@@ -191,7 +208,7 @@ struct went {
 };
 
 _Static_assert(sizeof(struct wfile) == 32, "wal header");
-_Static_assert(sizeof(struct whint) == 80, "wal hint");
+_Static_assert(sizeof(struct whint) == 88, "wal hint");
 _Static_assert(sizeof(struct wrec) == 32, "wal record header");
 _Static_assert(sizeof(struct went) == 40, "wal entry header");
 
@@ -312,6 +329,8 @@ static int hint_write(struct fstx_domain *d)
 	h.clean = d->wal_clean;
 	h.busy = d->wal_busy;
 	h.lazy = d->wal_lazy;
+	h.kept = (uint32_t)d->wal_kept;
+	h.loose = (uint32_t)d->wal_loose;
 	return write_all(fd, &h, sizeof(h), S_HINT);
 }
 
@@ -341,7 +360,7 @@ static int hint_read(struct fstx_domain *d, struct whint *h)
  * The first header of a log (none valid before: no old records) is made
  * durable by the first record's barrier, which covers the whole file.
  */
-static int wal_reset(struct fstx_domain *d, int created)
+static int wal_reset(struct fstx_domain *d, int created, int loose)
 {
 	unsigned char b[W_START];
 	struct wfile f = { .magic = W_FILE_MAGIC, .version = W_VERSION };
@@ -360,13 +379,15 @@ static int wal_reset(struct fstx_domain *d, int created)
 	    (r = write_all(d->walsync, b + 64, sizeof(struct whint), S_HINT)) < 0 ||
 	    (r = write_all(d->wal, b, sizeof(b), 0)) < 0)
 		return r;
-	if ((old && (r = fstx_os.fdatasync(d->wal)) < 0) ||
+	if ((old && !loose && (r = fstx_os.fdatasync(d->wal)) < 0) ||
 	    (created && (r = fstx_os.fsync(d->meta)) < 0)) {
 		d->latched = r;
 		return r;
 	}
 	d->wal_salt = f.salt;
 	d->wal_end = d->wal_applied = W_START;
+	d->wal_kept = 0;
+	d->wal_loose = loose;
 	return hint_write(d);
 }
 
@@ -387,6 +408,8 @@ static int wal_load(struct fstx_domain *d, int *fresh)
 	d->wal_end = d->wal_applied = 0;
 	d->wal_clean = d->wal_busy = 0;
 	d->wal_lazy = 0;
+	d->wal_kept = 1; /* W11: without a hint of this boot, assume the worst */
+	d->wal_loose = 0;
 	*fresh = 0;
 	if (r <= 0)
 		return r;
@@ -421,6 +444,8 @@ fresh:
 	d->wal_clean = h.clean == 1;
 	d->wal_busy = h.busy != 0;
 	d->wal_lazy = h.lazy;
+	d->wal_kept = h.kept != 0;
+	d->wal_loose = h.loose != 0;
 	return 1;
 }
 
@@ -1086,22 +1111,32 @@ int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes)
 	return r < 0 ? r : 0;
 }
 
-int fx_wal_checkpoint(struct fstx_domain *d)
+/*
+ * W6, W11: loose_ok for a checkpoint because the log is full; it has no
+ * barrier when every record since the last one is crash-only.
+ */
+static int checkpoint(struct fstx_domain *d, int loose_ok)
 {
-	int r;
+	int r, loose;
 
-	if (d->wal < 0 || d->wal_end <= W_START)
+	if (d->wal < 0 || (d->wal_end <= W_START && !d->wal_loose))
 		return 0;
 	int helped = wal_help(d);
 
 	if (helped < 0)
 		return helped;
-	if ((r = fstx_os.syncfs(d->root)) < 0) {
+	loose = loose_ok && !d->wal_kept;
+	if (!loose && (r = fstx_os.syncfs(d->root)) < 0) {
 		d->latched = r;
 		return r;
 	}
-	r = wal_reset(d, 0);
+	r = wal_reset(d, 0, loose);
 	return r < 0 ? r : 1 + helped;
+}
+
+int fx_wal_checkpoint(struct fstx_domain *d)
+{
+	return checkpoint(d, 0);
 }
 
 /* ---- commit ------------------------------------------------------------ */
@@ -1351,8 +1386,9 @@ static int write_record(struct fstx_domain *d, const struct plan *P,
 			h.len += entry_size(&e);
 		}
 	w.crc = fx_crc32c(0, &h, sizeof(h));
-	if (!(w.buf = malloc(W_BUF)))
+	if (!d->wbuf && !(d->wbuf = malloc(W_BUF)))
 		return -ENOMEM;
+	w.buf = d->wbuf;
 	memset(w.buf, 0, sizeof(h)); /* the header's place; not in the CRC */
 	w.used = sizeof(h);
 	for (size_t i = 0; i < P->nops && !w.err; i++) {
@@ -1371,7 +1407,6 @@ static int write_record(struct fstx_domain *d, const struct plan *P,
 	if (one)
 		memcpy(w.buf, &h, sizeof(h));
 	wb_flush(&w);
-	free(w.buf);
 	if (w.err)
 		return w.err;
 	if (!one && (r = write_all(d->wal, &h, sizeof(h), d->wal_end)) < 0)
@@ -1535,6 +1570,8 @@ static int append(struct fstx_domain *d, const struct plan *P,
 	d->wal_end = end;
 	if (lazy_rec)
 		d->wal_lazy = end;
+	if (!d->nosync)
+		d->wal_kept = 1; /* W11 */
 	if ((r = hint_write(d)) < 0) {
 		d->wal_end = *at;
 		d->wal_lazy = lazy;
@@ -1629,7 +1666,7 @@ static long lazy_done(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	if (d->wal_end - d->wal_applied > fx_lazy_max)
 		r = wal_help(d);
 	if (r >= 0 && d->wal_end - W_START > fx_wal_max)
-		r = fx_wal_checkpoint(d);
+		r = checkpoint(d, 1);
 	if (r < 0 && !d->latched)
 		d->latched = r; /* committed: a later call sees the error */
 	return 0;
@@ -1661,7 +1698,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	}
 	if ((r = wal_open(d, 1, &created)) < 0)
 		goto out;
-	if (!d->wal_salt && (r = wal_reset(d, created)) < 0)
+	if (!d->wal_salt && (r = wal_reset(d, created, 0)) < 0)
 		goto out;
 	assert_inodes(d, P, ino);
 	/*
@@ -1696,9 +1733,11 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	if (!d->nosync) {
 		/* W3: sync with the lock dropped, so others append meanwhile
 		 * (not on tmpfs: there is no device flush to share) */
-		int share = d->fs.magic != TMPFS_MAGIC;
+		int share = d->fs.magic != TMPFS_MAGIC && !d->wal_loose;
 
-		if (!share)
+		if (d->wal_loose) /* W11: and what the last checkpoint left */
+			rs = fstx_os.syncfs(d->root);
+		else if (!share)
 			rs = fstx_os.fdatasync(d->wal);
 		else {
 			fx_unlock(d);
@@ -1725,6 +1764,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	/* Committed (W3).  Apply in place (W4), busy in the hint. */
 	if (!d->nosync) {
 		d->wal_busy = 1;
+		d->wal_loose = 0;
 		if ((r = hint_write(d)) < 0) {
 			d->latched = (int)r; /* still PENDING: a helper applies it */
 			goto out;
@@ -1741,7 +1781,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	if (r == 0)
 		r = advance(d);
 	if (r == 0 && d->wal_end - W_START > fx_wal_max)
-		r = fx_wal_checkpoint(d);
+		r = checkpoint(d, 1);
 	if (r < 0 && !d->latched)
 		d->latched = (int)r;
 	r = 0; /* committed and applied; a later call sees the latched error */

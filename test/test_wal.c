@@ -232,6 +232,74 @@ static void checkpoint_by_size(void **state)
 	t_drop(d);
 }
 
+/*
+ * W11: a log that holds only crash-only records is recycled without a
+ * barrier; the next durable transaction then syncs the filesystem, not
+ * the log alone.  A log that holds a durable record keeps its barriers.
+ */
+static long count_tx(fstx_domain *h, const char *text, long *syncfses)
+{
+	long b;
+
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(tx_text_h(h, text), 0);
+	b = fo.barriers;
+	*syncfses = fo.syncfses;
+	fo_remove();
+	return b;
+}
+
+static void loose_checkpoint(void **state)
+{
+	static const char crash[] = "option crash-only\noption wal\n"
+				    "open 0 a O_WRONLY\npwrite 0 \"cccccc\" 0\n";
+	static const char durable[] = "option wal\nopen 0 b O_WRONLY\n"
+				      "pwrite 0 \"DD\" 0\n";
+	char *d = t_fresh(), *got;
+	uint64_t saved = fx_wal_max;
+	fstx_domain *h;
+	long sf;
+
+	(void)state;
+	assert_int_equal(fstx_domain_open(d, &h), 0);
+	assert_int_equal(tx_text_h(h, crash), 0); /* makes the log (a barrier) */
+	fx_wal_max = 10; /* every record fills the log */
+	for (int k = 0; k < 5; k++) {
+		assert_int_equal(count_tx(h, crash, &sf), 0);
+		assert_int_equal(fx_wal_bytes(h), 0); /* checkpointed */
+	}
+	fx_wal_max = saved;
+	/* the first durable one covers what those checkpoints left unsynced */
+	assert_int_equal(count_tx(h, durable, &sf), 1);
+	assert_int_equal(sf, 1);
+	assert_int_equal(count_tx(h, durable, &sf), 1);
+	assert_int_equal(sf, 0);
+	/* a crash-only record behind a durable one: the log needs its syncfs */
+	fx_wal_max = 10;
+	assert_int_equal(count_tx(h, crash, &sf), 2);
+	assert_int_equal(sf, 1);
+	fx_wal_max = saved;
+	assert_int_equal(count_tx(h, crash, &sf), 0);
+	/* the undo way checkpoints an empty log when its last checkpoint was loose */
+	fx_wal_max = 10;
+	assert_int_equal(count_tx(h, crash, &sf), 0);
+	fx_wal_max = saved;
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(tx_text_h(h, "unlink old\n"), 0);
+	assert_true(fo.syncfses >= 2); /* the checkpoint's, then the journal's */
+	fo_remove();
+	fstx_domain_close(h);
+	got = t_read(d, "a", NULL);
+	assert_non_null(got);
+	assert_memory_equal(got, "cccccc", 6);
+	free(got);
+	got = t_read(d, "b", NULL);
+	assert_non_null(got);
+	assert_memory_equal(got, "DDavo", 5);
+	free(got);
+	t_drop(d);
+}
+
 /* ---- kill -9 ----------------------------------------------------------- */
 
 /* Run seqtx[k] on dir: through handle h if there is one, else a new one. */
@@ -828,6 +896,7 @@ int main(void)
 		cmocka_unit_test(one_barrier),
 		cmocka_unit_test(same_as_undo),
 		cmocka_unit_test(checkpoint_by_size),
+		cmocka_unit_test(loose_checkpoint),
 		cmocka_unit_test(apply_fails),
 		cmocka_unit_test(reboot_replays_all),
 		cmocka_unit_test(damaged),
