@@ -52,6 +52,10 @@ void fstx_domain_close(fstx_domain *d)
 		fx_wal_flush(d); /* FSTX_UT_LAZY: durable by close */
 		fx_unlock(d);
 	}
+	if (d->wal_unsaid && !d->latched && fx_lock(d) == 0) {
+		fx_wal_settle(d); /* wal.c W12: say what this handle applied */
+		fx_unlock(d);
+	}
 	fx_domain_fini(d);
 	free(d);
 }

@@ -118,6 +118,9 @@ void fx_domain_fini(struct fstx_domain *d)
 	}
 	free(d->wbuf);
 	d->wbuf = NULL;
+	if (d->walmap)
+		fstx_os.unmap((void *)(uintptr_t)d->walmap, FX_WALMAP);
+	d->walmap = NULL;
 }
 
 int fx_lock(struct fstx_domain *d)

@@ -17,6 +17,7 @@
 #define FX_RESOLVE 0x0eULL /* BENEATH | NO_SYMLINKS | NO_MAGICLINKS */
 
 #define FX_FDC 32 /* files a handle keeps open for the log (wal.c) */
+#define FX_WALMAP 4096 /* bytes of .fstx/walsync mapped (wal.c side_fd) */
 
 struct fstx_domain {
 	int root;     /* the domain directory */
@@ -32,6 +33,7 @@ struct fstx_domain {
 	long mark;      /* progress mark step number, -1: none */
 	int wal;        /* DIR/.fstx/wal (wal.c) */
 	int walsync;    /* DIR/.fstx/walsync: group commit (wal.c W3); -1 until used */
+	const unsigned char *walmap; /* its first page, mapped; NULL: pread it */
 	uint64_t wal_end;  /* wal: append point, read under the lock; 0: no log */
 	uint64_t wal_applied; /* wal: records below are applied in place */
 	uint64_t wal_salt; /* wal: salt of the current header */
@@ -41,6 +43,11 @@ struct fstx_domain {
 	uint64_t wal_lazy; /* wal: end of the last lazy record (W10) */
 	int wal_kept;      /* wal: the hint's kept word (W11) */
 	int wal_loose;     /* wal: the hint's loose word (W11) */
+	/* wal W12: the hint this handle last wrote (salt, applied, end), and
+	 * whether it then applied that record without saying so */
+	uint64_t wal_said[3];
+	int wal_unsaid;
+	int wal_mine;      /* the hint at this lock was the one this handle wrote */
 	int lazy;          /* this transaction is lazy (FSTX_UT_LAZY) */
 	int lazy_wrote;    /* this handle appended lazy records (flushed at close) */
 	int nosync_wrote;  /* this handle committed crash-only transactions */
@@ -163,6 +170,7 @@ int fx_wal_set_dirty(struct fstx_domain *d);
 /* Under the lock: undo journal recovered, then the log's lazy records
  * flushed (W10); 0 or -errno. */
 int fx_wal_flush(struct fstx_domain *d);
+int fx_wal_settle(struct fstx_domain *d); /* W12: at close, under the lock */
 /* 1 if fx_wal_recover would replay something, 0 if not, -errno. */
 int fx_wal_pending(struct fstx_domain *d);
 /* Apply open records, make everything durable in place and empty the log

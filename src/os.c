@@ -12,6 +12,7 @@
 #include <linux/openat2.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <stdio.h>
@@ -149,6 +150,21 @@ static ssize_t os_getdents(int fd, void *buf, size_t len)
 
 static int os_dup(int fd) { RET(fcntl(fd, F_DUPFD_CLOEXEC, 0)); }
 
+static int os_map_ro(int fd, size_t len, void **addr)
+{
+	void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+
+	if (p == MAP_FAILED)
+		return -errno;
+	*addr = p;
+	return 0;
+}
+
+static int os_unmap(void *addr, size_t len)
+{
+	return munmap(addr, len) < 0 ? -errno : 0;
+}
+
 /* Read once per process: it cannot change while the process lives. */
 static int os_boot_id(char id[37])
 {
@@ -201,6 +217,8 @@ static int os_boot_id(char id[37])
 	.flock = os_flock, \
 	.getdents = os_getdents, \
 	.dup = os_dup, \
+	.map_ro = os_map_ro, \
+	.unmap = os_unmap, \
 	.boot_id = os_boot_id, \
 }
 

@@ -52,6 +52,10 @@ struct fstx_os {
 	int (*flock)(int fd, int op);
 	ssize_t (*getdents)(int fd, void *buf, size_t len);
 	int (*dup)(int fd);
+	/* A shared read-only mapping of the first len bytes of fd, which
+	 * the caller keeps at least that long (wal.c: the hint's page). */
+	int (*map_ro)(int fd, size_t len, void **addr);
+	int (*unmap)(void *addr, size_t len);
 	/* This boot's id (/proc/sys/kernel/random/boot_id, 36 chars + NUL):
 	 * the page cache is the truth only within one boot (wal.c W5). */
 	int (*boot_id)(char id[37]);

@@ -135,6 +135,18 @@
  *      any other checkpoint (the undo way's, fstx_recover()) runs, with
  *      its barriers, even on an empty log.  So a durable commit still
  *      makes every earlier crash-only one durable (fstx(7)).
+ * W12. A crash-only writer that finds the hint as it last wrote it (no
+ *      other lock holder came between) and whose record is the first
+ *      open one may leave the hint saying busy over its record after
+ *      applying it: it remembers (salt, APPLIED, END) of that hint, and
+ *      at its next lock, finding the hint still so, takes the record as
+ *      applied (the next hint it writes says so).  Any other lock holder
+ *      finds busy and helps (W4): applying the record again changes
+ *      nothing, as nothing after it changed the same bytes (it is the
+ *      last), and a help pass over a log of crash-only records only
+ *      (kept 0, W11) needs no fdatasync first.  So two crash-only
+ *      transactions in a row on one handle cost one hint write, not two.
+ *      The handle's close writes the hint it owes (fx_wal_settle()).
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to
@@ -209,6 +221,7 @@ struct went {
 
 _Static_assert(sizeof(struct wfile) == 32, "wal header");
 _Static_assert(sizeof(struct whint) == 88, "wal hint");
+_Static_assert(S_HINT + sizeof(struct whint) < FX_WALMAP, "the hint is in the mapped page");
 _Static_assert(sizeof(struct wrec) == 32, "wal record header");
 _Static_assert(sizeof(struct went) == 40, "wal entry header");
 
@@ -290,6 +303,27 @@ static void hint_fill(struct whint *h, uint64_t salt, uint64_t end,
 	h->crc = fx_crc32c(0, h, offsetof(struct whint, clean));
 }
 
+/*
+ * The hint is read at every lock: from a shared mapping of walsync's first
+ * page, a memory read, not a system call.  The file is made at least that
+ * long first (a zero byte at its end, where nothing lives; it never
+ * shrinks, so the mapping cannot fault).  Without the mapping the hint is
+ * read with pread.
+ */
+static void walsync_map(struct fstx_domain *d)
+{
+	static const char z;
+	struct stat st;
+	void *p;
+
+	if (fstx_os.fstat(d->walsync, &st) < 0 ||
+	    (st.st_size < FX_WALMAP &&
+	     write_all(d->walsync, &z, 1, FX_WALMAP - 1) < 0))
+		return;
+	if (fstx_os.map_ro(d->walsync, FX_WALMAP, &p) == 0)
+		d->walmap = p;
+}
+
 /* .fstx/walsync, opened (and made) when first needed. */
 static int side_fd(struct fstx_domain *d)
 {
@@ -301,6 +335,7 @@ static int side_fd(struct fstx_domain *d)
 		if (r < 0)
 			return r;
 		d->walsync = r;
+		walsync_map(d);
 	}
 	return d->walsync;
 }
@@ -326,6 +361,10 @@ static int hint_write(struct fstx_domain *d)
 	if (r < 0 || fd < 0)
 		return r < 0 ? r : fd;
 	hint_fill(&h, d->wal_salt, d->wal_end, d->wal_applied, boot);
+	d->wal_said[0] = d->wal_salt; /* W12 */
+	d->wal_said[1] = d->wal_applied;
+	d->wal_said[2] = d->wal_end;
+	d->wal_unsaid = 0;
 	h.clean = d->wal_clean;
 	h.busy = d->wal_busy;
 	h.lazy = d->wal_lazy;
@@ -339,8 +378,12 @@ static int hint_read(struct fstx_domain *d, struct whint *h)
 {
 	char boot[37];
 	uint32_t crc;
-	int r = read_all(d->walsync, h, sizeof(*h), S_HINT);
+	int r = 0;
 
+	if (d->walmap) /* under the lock: no hint write is under way */
+		memcpy(h, d->walmap + S_HINT, sizeof(*h));
+	else
+		r = read_all(d->walsync, h, sizeof(*h), S_HINT);
 	if (r == -ENODATA)
 		return 0;
 	if (r < 0)
@@ -402,7 +445,7 @@ static int wal_load(struct fstx_domain *d, int *fresh)
 	uint64_t known = d->wal_salt;
 	struct wfile f;
 	struct whint h;
-	int r = wal_open(d, 0, NULL), fd, hint;
+	int r = wal_open(d, 0, NULL), fd, hint, unsaid = d->wal_unsaid;
 
 	d->wal_salt = 0;
 	d->wal_end = d->wal_applied = 0;
@@ -410,6 +453,7 @@ static int wal_load(struct fstx_domain *d, int *fresh)
 	d->wal_lazy = 0;
 	d->wal_kept = 1; /* W11: without a hint of this boot, assume the worst */
 	d->wal_loose = 0;
+	d->wal_mine = d->wal_unsaid = 0;
 	*fresh = 0;
 	if (r <= 0)
 		return r;
@@ -446,6 +490,12 @@ fresh:
 	d->wal_lazy = h.lazy;
 	d->wal_kept = h.kept != 0;
 	d->wal_loose = h.loose != 0;
+	d->wal_mine = h.salt == d->wal_said[0] && h.applied == d->wal_said[1] &&
+		      h.end == d->wal_said[2];
+	if (d->wal_mine && unsaid && d->wal_busy) {
+		d->wal_applied = h.end; /* W12: this handle applied it */
+		d->wal_busy = 0;
+	}
 	return 1;
 }
 
@@ -936,7 +986,8 @@ static int wal_help(struct fstx_domain *d)
 		d->wal_busy = 0;
 		return hint_write(d);
 	}
-	if ((r = fstx_os.fdatasync(d->wal)) < 0) {
+	/* crash-only records only (W11, W12): no promise needs the barrier */
+	if (d->wal_kept && (r = fstx_os.fdatasync(d->wal)) < 0) {
 		d->latched = r;
 		return r;
 	}
@@ -991,6 +1042,16 @@ int fx_wal_enter(struct fstx_domain *d)
 		return r < 0 ? r : 0;
 	r = recover_loaded(d, fresh, 0);
 	return r < 0 ? r : 1;
+}
+
+/* W12, at close: the hint says the handle's last record is applied. */
+int fx_wal_settle(struct fstx_domain *d)
+{
+	int fresh, r = wal_load(d, &fresh);
+
+	if (r <= 0 || !fresh || !d->wal_mine)
+		return r < 0 ? r : 0;
+	return hint_write(d);
 }
 
 int fx_wal_flush(struct fstx_domain *d)
@@ -1773,14 +1834,18 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	if ((r = apply_all(d, ut, P, res, fds, tgt)) < 0)
 		goto out; /* busy stays: the next lock holder applies it */
 	/* the first open record: APPLIED moves past it, no state word needed */
-	if (at == d->wal_applied)
+	int first = at == d->wal_applied, full = d->wal_end - W_START > fx_wal_max;
+
+	if (first)
 		d->wal_applied = rec_end;
 	else
 		r = set_state(d, at, WS_APPLIED);
 	d->wal_busy = 0;
-	if (r == 0)
+	if (first && d->nosync && d->wal_mine && !full)
+		d->wal_unsaid = 1; /* W12: the hint still says busy over it */
+	else if (r == 0)
 		r = advance(d);
-	if (r == 0 && d->wal_end - W_START > fx_wal_max)
+	if (r == 0 && full)
 		r = checkpoint(d, 1);
 	if (r < 0 && !d->latched)
 		d->latched = (int)r;

@@ -69,6 +69,8 @@ W(copy_file_range, ssize_t, (int a, off_t *b, int c, off_t *d, size_t e), (a, b,
 W(flock, int, (int fd, int op), (fd, op))
 W(getdents, ssize_t, (int fd, void *b, size_t l), (fd, b, l))
 W(dup, int, (int fd), (fd))
+W(map_ro, int, (int fd, size_t n, void **a), (fd, n, a))
+W(unmap, int, (void *a, size_t n), (a, n))
 W(boot_id, int, (char id[37]), (id))
 
 /* close(2) releases the fd even when it reports an error. */
@@ -94,7 +96,7 @@ void fo_install(enum fo_mode mode, long at, int err)
 	S(renameat2); S(unlinkat); S(mkdirat); S(symlinkat); S(linkat);
 	S(readlinkat); S(fgetxattr); S(fsetxattr); S(fremovexattr);
 	S(flistxattr); S(ficlonerange); S(copy_file_range); S(flock);
-	S(getdents); S(dup); S(boot_id);
+	S(getdents); S(dup); S(boot_id); S(map_ro); S(unmap);
 #undef S
 }
 

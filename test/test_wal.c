@@ -62,6 +62,7 @@ static const char *const seq[NSEQ] = {
 	"option wal\nopen 0 b O_WRONLY\npwrite 0 \"SIX\" 1\nsetxattr a user.n \"6\"\n",
 };
 static char *seqtx[NSEQ]; /* with @BIG expanded */
+static char *seqcx[NSEQ]; /* the same, crash-only */
 
 static char *with_wal(const char *text)
 {
@@ -300,6 +301,113 @@ static void loose_checkpoint(void **state)
 	t_drop(d);
 }
 
+/*
+ * W12: crash-only transactions in a row on one handle write the hint once
+ * each; another handle finds the last one's hint busy and applies that
+ * record again, without a barrier, before its own.
+ */
+static long hint_writes, a_writes;
+
+static ssize_t spy_hint(int fd, const void *b, size_t n, off_t o)
+{
+	hint_writes += n == 88 && o == 64; /* wal.c struct whint at S_HINT */
+	a_writes += n == 5 && !memcmp(b, "aaaa", 4);
+	return fstx_os_libc.pwrite(fd, b, n, o);
+}
+
+static ssize_t die_at_cccc(int fd, const void *b, size_t n, off_t o)
+{
+	if (n == 4 && !memcmp(b, "cccc", 4)) /* in place, not the record */
+		kill(getpid(), SIGKILL);
+	return fstx_os_libc.pwrite(fd, b, n, o);
+}
+
+static long hints_of(fstx_domain *h, const char *text, long *barriers)
+{
+	hint_writes = a_writes = 0;
+	fo_install(FO_COUNT, 0, 0);
+	fstx_os.pwrite = spy_hint;
+	assert_int_equal(tx_text_h(h, text), 0);
+	*barriers = fo.barriers;
+	fo_remove();
+	return hint_writes;
+}
+
+static void deferred_hint(void **state)
+{
+	char *d = t_fresh(), *got, t[128];
+	fstx_domain *h1, *h2;
+	long b;
+
+	(void)state;
+	assert_int_equal(fstx_domain_open(d, &h1), 0);
+	assert_int_equal(fstx_domain_open(d, &h2), 0);
+	for (int k = 0; k < 4; k++) {
+		snprintf(t, sizeof(t), "option crash-only\noption wal\nopen 0 a O_WRONLY\n"
+			 "pwrite 0 \"aaaa%d\" 0\n", k);
+		/* the first makes the log, the second marks it clean (W8) */
+		long n = hints_of(h1, t, &b);
+
+		if (k > 1) {
+			assert_int_equal(n, 1);
+			assert_int_equal(b, 0);
+		}
+	}
+	/* h2: helps (a's last record again), then its own; no barrier */
+	assert_int_equal(hints_of(h2, "option crash-only\noption wal\n"
+				  "open 0 b O_WRONLY\npwrite 0 \"B\" 0\n", &b), 4);
+	assert_int_equal(b, 0);
+	assert_int_equal(a_writes, 1);
+	/* h1 again: h2 wrote the hint last, so h1 writes it twice */
+	assert_int_equal(hints_of(h1, "option crash-only\noption wal\n"
+				  "open 0 a O_WRONLY\npwrite 0 \"aaaa9\" 0\n", &b), 2);
+	assert_int_equal(a_writes, 1);
+	/* h1's last hint is left busy; a writer killed before its first
+	 * in-place change leaves it busy too: h1 must not take that for its own */
+	assert_int_equal(hints_of(h1, "option crash-only\noption wal\n"
+				  "open 0 a O_WRONLY\npwrite 0 \"aaaa8\" 0\n", &b), 1);
+	pid_t p = fork();
+
+	if (p == 0) {
+		fstx_domain *h3;
+
+		if (fstx_domain_open(d, &h3) != 0)
+			_exit(1);
+		fstx_os.pwrite = die_at_cccc;
+		tx_text_h(h3, "option crash-only\noption wal\nopen 0 a O_WRONLY\n"
+			  "pwrite 0 \"cccc\" 0\nopen 1 d/c O_WRONLY\npwrite 1 \"cccc\" 0\n");
+		_exit(1);
+	}
+	int ws;
+
+	assert_int_equal(waitpid(p, &ws, 0), p);
+	assert_true(WIFSIGNALED(ws));
+	assert_int_equal(tx_text_h(h1, "option crash-only\noption wal\n"
+				   "open 0 old O_WRONLY\npwrite 0 \"O\" 0\n"), 0);
+	got = t_read(d, "d/c", NULL);
+	assert_non_null(got);
+	assert_memory_equal(got, "cccc", 4);
+	free(got);
+	assert_int_equal(tx_text_h(h1, "option crash-only\noption wal\n"
+				   "open 0 a O_WRONLY\npwrite 0 \"aaaa9\" 0\n"), 0);
+	fstx_domain_close(h2);
+	fstx_domain_close(h1); /* says what it applied: nobody applies it again */
+	assert_int_equal(fstx_domain_open(d, &h2), 0);
+	hints_of(h2, "option crash-only\noption wal\nopen 0 b O_WRONLY\n"
+		 "pwrite 0 \"B\" 0\n", &b);
+	assert_int_equal(a_writes, 0);
+	fstx_domain_close(h2);
+	got = t_read(d, "a", NULL);
+	assert_non_null(got);
+	assert_memory_equal(got, "aaaa9", 5);
+	free(got);
+	got = t_read(d, "b", NULL);
+	assert_non_null(got);
+	assert_memory_equal(got, "Bravo", 5);
+	free(got);
+	t_drop(d);
+}
+
 /* ---- kill -9 ----------------------------------------------------------- */
 
 /* Run seqtx[k] on dir: through handle h if there is one, else a new one. */
@@ -313,7 +421,7 @@ static void wal_prep(void)
 	fx_wal_max = 3000; /* a checkpoint inside the sequence */
 }
 
-static long seq_calls(void)
+static long seq_calls_of(char *const *tx)
 {
 	char *d = t_fresh();
 	int ok, fds[2];
@@ -326,7 +434,7 @@ static long seq_calls(void)
 		fx_wal_max = 3000;
 		fo_install(FO_COUNT, 0, 0);
 		for (int k = 0; k < NSEQ; k++)
-			if (tx_text(d, seqtx[k], NULL) != 0)
+			if (tx_text(d, tx[k], NULL) != 0)
 				_exit(1);
 		n = fo.calls;
 		if (write(fds[1], &n, sizeof(n)) != sizeof(n))
@@ -339,6 +447,11 @@ static long seq_calls(void)
 	close(fds[1]);
 	t_drop(d);
 	return n;
+}
+
+static long seq_calls(void)
+{
+	return seq_calls_of(seqtx);
 }
 
 static void kill_every_call(void **state)
@@ -368,6 +481,39 @@ static void kill_every_call(void **state)
 			t_drop(d);
 		}
 	printf("wal kill: %d tx in sequence, %ld crash points, 0 torn\n", NSEQ, points);
+	for (int k = 0; k <= NSEQ; k++)
+		free(st[k]);
+}
+
+/*
+ * The sequence crash-only, on one handle (its records' hints left busy,
+ * W12) and on a handle per transaction: killed before or after every OS
+ * call, it is found whole after recovery, by any of the three ways.
+ */
+static void kill_crash_only(void **state)
+{
+	char *st[NSEQ + 1];
+	long n = seq_calls_of(seqcx), points = 0;
+
+	(void)state;
+	seq_states(st);
+	for (int m = 0; m < 2; m++)
+		for (long k = 1; k <= n + 10; k++) { /* one handle: more calls */
+			char *d = t_fresh();
+			int ok, r;
+			struct seq q = { (const char *const *)seqcx, NSEQ,
+					 (int)(k % 2), (int)(k % 4 == 1), wal_prep };
+
+			seq_killed(d, &q, m ? FO_KILL_AFTER : FO_KILL_BEFORE, k, &ok);
+			r = recover_by(d, k);
+			if (r < 0)
+				fail_msg("crash-only kill %d call %ld: recovery %d", m, k, r);
+			in_range(d, st, ok, ok + 1 > NSEQ ? NSEQ : ok + 1,
+				 m ? "crash-only kill-after call" : "crash-only kill-before call", k);
+			points++;
+			t_drop(d);
+		}
+	printf("wal crash-only kill: %ld crash points, 0 torn\n", points);
 	for (int k = 0; k <= NSEQ; k++)
 		free(st[k]);
 }
@@ -897,11 +1043,13 @@ int main(void)
 		cmocka_unit_test(same_as_undo),
 		cmocka_unit_test(checkpoint_by_size),
 		cmocka_unit_test(loose_checkpoint),
+		cmocka_unit_test(deferred_hint),
 		cmocka_unit_test(apply_fails),
 		cmocka_unit_test(reboot_replays_all),
 		cmocka_unit_test(damaged),
 		cmocka_unit_test(help_applies_open_records_only),
 		cmocka_unit_test(kill_every_call),
+		cmocka_unit_test(kill_crash_only),
 		cmocka_unit_test(errors_every_call),
 		cmocka_unit_test(concurrent_writers),
 		cmocka_unit_test(concurrent_threads),
@@ -918,6 +1066,7 @@ int main(void)
 					     seq[k], big, at + 4) > 0);
 		else
 			seqtx[k] = strdup(seq[k]);
+		assert_true(asprintf(&seqcx[k], "option crash-only\n%s", seqtx[k]) > 0);
 	}
 	corpus_load();
 	return cmocka_run_group_tests_name("wal", tests, NULL, NULL);
