@@ -107,4 +107,32 @@ static inline int recover_by(const char *d, long k)
 	return k % 3 == 0 ? domain_recover(d) : k % 3 == 1 ? reader_recover(d) :
 	       (int)tx_text(d, "option wal\nassert-exists a\n", NULL);
 }
+
+/*
+ * One kill point: the sequence killed before (after) OS call k, recovered
+ * one of three ways; the tree must be the state after the transactions
+ * that returned 0, or after one more.  what names the case in failures.
+ */
+static inline void kill_point(const char *d, const struct seq *q, int after,
+			      long k, char **st, const char *what)
+{
+	int ok, r;
+
+	seq_killed(d, q, after ? FO_KILL_AFTER : FO_KILL_BEFORE, k, &ok);
+	r = recover_by(d, k);
+	if (r < 0)
+		fail_msg("%s %ld: recovery %d", what, k, r);
+	in_range(d, st, ok, ok + 1 > q->n ? q->n : ok + 1, what, k);
+}
+
+/* The file at path in domain d starts with the n bytes of want. */
+static inline void expect_prefix(const char *d, const char *path,
+				 const char *want, size_t n)
+{
+	char *got = t_read(d, path, NULL);
+
+	assert_non_null(got);
+	assert_memory_equal(got, want, n);
+	free(got);
+}
 #endif

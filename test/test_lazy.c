@@ -380,18 +380,12 @@ static void kill_every_call(void **state)
 	for (int m = 0; m < 2; m++)
 		for (long k = 1; k <= n; k++) {
 			char *d = t_fresh();
-			int ok, r;
-
-			/* one handle, closed at the end */
+			/* one handle, closed at the end; every committed lazy
+			 * transaction is applied by recovery */
 			struct seq q = { lseq, NL, 1, 1, lazy_prep };
 
-			seq_killed(d, &q, m ? FO_KILL_AFTER : FO_KILL_BEFORE, k, &ok);
-			/* every committed lazy transaction is applied by recovery */
-			r = recover_by(d, k);
-			if (r < 0)
-				fail_msg("kill %d call %ld: recovery %d", m, k, r);
-			in_range(d, st, ok, ok + 1 > NL ? NL : ok + 1,
-				 m ? "lazy kill-after call" : "lazy kill-before call", k);
+			kill_point(d, &q, m, k, st,
+				   m ? "lazy kill-after call" : "lazy kill-before call");
 			points++;
 			t_drop(d);
 		}

@@ -256,7 +256,7 @@ static void loose_checkpoint(void **state)
 				    "open 0 a O_WRONLY\npwrite 0 \"cccccc\" 0\n";
 	static const char durable[] = "option wal\nopen 0 b O_WRONLY\n"
 				      "pwrite 0 \"DD\" 0\n";
-	char *d = t_fresh(), *got;
+	char *d = t_fresh();
 	uint64_t saved = fx_wal_max;
 	fstx_domain *h;
 	long sf;
@@ -290,14 +290,8 @@ static void loose_checkpoint(void **state)
 	assert_true(fo.syncfses >= 2); /* the checkpoint's, then the journal's */
 	fo_remove();
 	fstx_domain_close(h);
-	got = t_read(d, "a", NULL);
-	assert_non_null(got);
-	assert_memory_equal(got, "cccccc", 6);
-	free(got);
-	got = t_read(d, "b", NULL);
-	assert_non_null(got);
-	assert_memory_equal(got, "DDavo", 5);
-	free(got);
+	expect_prefix(d, "a", "cccccc", 6);
+	expect_prefix(d, "b", "DDavo", 5);
 	t_drop(d);
 }
 
@@ -335,7 +329,7 @@ static long hints_of(fstx_domain *h, const char *text, long *barriers)
 
 static void deferred_hint(void **state)
 {
-	char *d = t_fresh(), *got, t[128];
+	char *d = t_fresh(), t[128];
 	fstx_domain *h1, *h2;
 	long b;
 
@@ -384,10 +378,7 @@ static void deferred_hint(void **state)
 	assert_true(WIFSIGNALED(ws));
 	assert_int_equal(tx_text_h(h1, "option crash-only\noption wal\n"
 				   "open 0 old O_WRONLY\npwrite 0 \"O\" 0\n"), 0);
-	got = t_read(d, "d/c", NULL);
-	assert_non_null(got);
-	assert_memory_equal(got, "cccc", 4);
-	free(got);
+	expect_prefix(d, "d/c", "cccc", 4);
 	assert_int_equal(tx_text_h(h1, "option crash-only\noption wal\n"
 				   "open 0 a O_WRONLY\npwrite 0 \"aaaa9\" 0\n"), 0);
 	fstx_domain_close(h2);
@@ -397,14 +388,8 @@ static void deferred_hint(void **state)
 		 "pwrite 0 \"B\" 0\n", &b);
 	assert_int_equal(a_writes, 0);
 	fstx_domain_close(h2);
-	got = t_read(d, "a", NULL);
-	assert_non_null(got);
-	assert_memory_equal(got, "aaaa9", 5);
-	free(got);
-	got = t_read(d, "b", NULL);
-	assert_non_null(got);
-	assert_memory_equal(got, "Bravo", 5);
-	free(got);
+	expect_prefix(d, "a", "aaaa9", 5);
+	expect_prefix(d, "b", "Bravo", 5);
 	t_drop(d);
 }
 
@@ -464,17 +449,11 @@ static void kill_every_call(void **state)
 	for (int m = 0; m < 2; m++)
 		for (long k = 1; k <= n; k++) {
 			char *d = t_fresh();
-			int ok, r;
-
 			struct seq q = { (const char *const *)seqtx, NSEQ,
 					 (int)(k / 3 % 2), 0, wal_prep };
 
-			seq_killed(d, &q, m ? FO_KILL_AFTER : FO_KILL_BEFORE, k, &ok);
-			r = recover_by(d, k);
-			if (r < 0)
-				fail_msg("kill %d call %ld: recovery %d", m, k, r);
-			in_range(d, st, ok, ok + 1 > NSEQ ? NSEQ : ok + 1,
-				 m ? "wal kill-after call" : "wal kill-before call", k);
+			kill_point(d, &q, m, k, st,
+				   m ? "wal kill-after call" : "wal kill-before call");
 			/* and the domain goes on working */
 			assert_int_equal(tx_text(d, "option wal\ntruncate old 1\n", NULL), 0);
 			points++;
@@ -500,16 +479,11 @@ static void kill_crash_only(void **state)
 	for (int m = 0; m < 2; m++)
 		for (long k = 1; k <= n + 10; k++) { /* one handle: more calls */
 			char *d = t_fresh();
-			int ok, r;
 			struct seq q = { (const char *const *)seqcx, NSEQ,
 					 (int)(k % 2), (int)(k % 4 == 1), wal_prep };
 
-			seq_killed(d, &q, m ? FO_KILL_AFTER : FO_KILL_BEFORE, k, &ok);
-			r = recover_by(d, k);
-			if (r < 0)
-				fail_msg("crash-only kill %d call %ld: recovery %d", m, k, r);
-			in_range(d, st, ok, ok + 1 > NSEQ ? NSEQ : ok + 1,
-				 m ? "crash-only kill-after call" : "crash-only kill-before call", k);
+			kill_point(d, &q, m, k, st, m ? "crash-only kill-after call" :
+						    "crash-only kill-before call");
 			points++;
 			t_drop(d);
 		}
