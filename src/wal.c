@@ -495,6 +495,7 @@ fresh:
 	if (d->wal_mine && unsaid && d->wal_busy) {
 		d->wal_applied = h.end; /* W12: this handle applied it */
 		d->wal_busy = 0;
+		d->wal_unsaid = 1; /* still owed: a reader writes no hint */
 	}
 	return 1;
 }
