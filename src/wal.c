@@ -373,17 +373,24 @@ static int hint_write(struct fstx_domain *d)
 	return write_all(fd, &h, sizeof(h), S_HINT);
 }
 
+/* Bytes of walsync at off: from the mapping, or read (0 or -errno). */
+static int side_read(struct fstx_domain *d, void *buf, size_t len, uint64_t off)
+{
+	if (d->walmap && off + len <= FX_WALMAP) {
+		memcpy(buf, d->walmap + off, len);
+		return 0;
+	}
+	return read_all(d->walsync, buf, len, off);
+}
+
 /* 1 a valid hint of this boot in *h, 0 none, -errno. */
 static int hint_read(struct fstx_domain *d, struct whint *h)
 {
 	char boot[37];
 	uint32_t crc;
-	int r = 0;
+	/* under the lock: no hint write is under way */
+	int r = side_read(d, h, sizeof(*h), S_HINT);
 
-	if (d->walmap) /* under the lock: no hint write is under way */
-		memcpy(h, d->walmap + S_HINT, sizeof(*h));
-	else
-		r = read_all(d->walsync, h, sizeof(*h), S_HINT);
 	if (r == -ENODATA)
 		return 0;
 	if (r < 0)
@@ -1511,16 +1518,6 @@ static const unsigned char zero_hdr[sizeof(struct wrec)];
  * covered returns at once; else it reads the log's end from the hint and
  * syncs, so its barrier covers every record written before it began.
  */
-/* Bytes of walsync at off: from the mapping, or read (0 or -errno). */
-static int side_read(struct fstx_domain *d, void *buf, size_t len, uint64_t off)
-{
-	if (d->walmap && off + len <= FX_WALMAP) {
-		memcpy(buf, d->walmap + off, len);
-		return 0;
-	}
-	return read_all(d->walsync, buf, len, off);
-}
-
 static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 {
 	struct { uint64_t salt, end; } g;
