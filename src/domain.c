@@ -118,6 +118,9 @@ void fx_domain_fini(struct fstx_domain *d)
 	}
 	free(d->wbuf);
 	d->wbuf = NULL;
+	free(d->win);
+	d->win = NULL;
+	d->win_cap = 0;
 	if (d->walmap)
 		fstx_os.unmap((void *)(uintptr_t)d->walmap, FX_WALMAP);
 	d->walmap = NULL;

@@ -58,6 +58,8 @@ struct fstx_domain {
 	struct fx_fdc { uint64_t ino; int fd, flags; } fdc[FX_FDC];
 	unsigned fdc_next;
 	unsigned char *wbuf; /* wal.c: the record buffer, kept between commits */
+	unsigned char *win;  /* wal.c: the open records and their state words */
+	size_t win_cap;
 	struct fx_fsfacts {  /* fsfacts.c: detected once per handle */
 		long magic;          /* statfs f_type */
 		uint32_t block_size; /* a power of two >= 512 */
@@ -186,6 +188,7 @@ extern uint64_t fx_wal_max;
 extern uint64_t fx_wal_large;
 /* W10: lazy records open past this many bytes are flushed. */
 extern uint64_t fx_lazy_max;
+extern uint64_t fx_wal_window; /* wal.c: open records read in one go up to this */
 /* No log entry reaches past this offset (below every supported
  * filesystem's limit); recovery refuses one that does. */
 #define FX_WAL_MAX_OFF (1ULL << 40)

@@ -57,7 +57,9 @@
  *      APPLIED = END and busy cleared.  A help pass skips a change that a
  *      later record of the pass overwrites whole (coalescing, see
  *      wal_help()).  A transaction that would touch (change or assert on)
- *      an inode that an open record changes first helps, and plans again.
+ *      an inode that an open record changes first helps, and plans again
+ *      (the check reads the records from APPLIED to END, and their state
+ *      words, in two reads when they span at most fx_wal_window bytes).
  *      So records that share an inode are applied in log order, and records
  *      on disjoint inodes commute.  Should an in-place change fail, busy
  *      stays set, the handle latches the error and the next lock holder
@@ -228,6 +230,7 @@ _Static_assert(sizeof(struct went) == 40, "wal entry header");
 uint64_t fx_wal_max = 4u << 20;
 uint64_t fx_wal_large = 1u << 20;
 uint64_t fx_lazy_max = 4u << 20;
+uint64_t fx_wal_window = 256u << 10;
 
 static uint64_t pad8(uint64_t n)
 {
@@ -1576,8 +1579,29 @@ static int grow(struct fstx_domain *d, uint64_t end)
 	return r;
 }
 
-/* Does a PENDING record change an inode of set?  1, 0, -errno (W4). */
-static int wal_conflicts(struct fstx_domain *d, const uint64_t *set, size_t n)
+/* Does entry e change an inode of set? */
+static int ent_in(const struct went *e, const uint64_t *set, size_t n)
+{
+	for (size_t j = 0; j < n; j++)
+		if (set[j] && set[j] == e->ino)
+			return 1;
+	return 0;
+}
+
+/* The entry after e at p, or UINT64_MAX where e does not fit before end
+ * (the caller has checked that its header does). */
+static uint64_t ent_next(uint64_t p, uint64_t end, const struct went *e)
+{
+	uint64_t room = end - p - sizeof(*e), data = e->kind == W_TRUNC ? 0 : e->b;
+
+	if (e->plen > room || e->nlen > room - e->plen ||
+	    data > room - e->plen - e->nlen)
+		return UINT64_MAX;
+	return pad8(p + sizeof(*e) + e->plen + e->nlen + data);
+}
+
+/* The same, reading each record's header, state word and entry headers. */
+static int conflicts_read(struct fstx_domain *d, const uint64_t *set, size_t n)
 {
 	struct wrec h;
 	struct went e;
@@ -1594,16 +1618,102 @@ static int wal_conflicts(struct fstx_domain *d, const uint64_t *set, size_t n)
 		for (uint32_t k = 0; k < h.nent; k++) {
 			if (end - p < sizeof(e) || read_all(d->wal, &e, sizeof(e), p) < 0)
 				return -EUCLEAN;
-			for (size_t j = 0; j < n; j++)
-				if (set[j] && set[j] == e.ino)
-					return 1;
-			p = pad8(p + sizeof(e) + e.plen + e.nlen +
-				 (e.kind == W_TRUNC ? 0 : e.b));
-			if (p > end)
+			if (ent_in(&e, set, n))
+				return 1;
+			if ((p = ent_next(p, end, &e)) > end)
 				return -EUCLEAN;
 		}
 	}
 	return 0;
+}
+
+/* Bytes of fd at off into buf, zeros past its end (a state word never
+ * written reads PENDING, W2).  0 or -errno. */
+static int read_upto(int fd, unsigned char *buf, size_t len, uint64_t off)
+{
+	while (len) {
+		ssize_t k = fstx_os.pread(fd, buf, len, (off_t)off);
+
+		if (k < 0)
+			return (int)k;
+		if (k == 0) {
+			memset(buf, 0, len);
+			break;
+		}
+		buf += k;
+		off += (uint64_t)k;
+		len -= (size_t)k;
+	}
+	return 0;
+}
+
+/*
+ * The same from memory: the open records lie end to end in [APPLIED, END),
+ * and their state words in one range of walsync, so two reads fetch them
+ * all (with several writers at their barriers, reading record by record
+ * cost four reads per record under the lock).  Windows larger than
+ * fx_wal_window are read record by record.
+ */
+static int conflicts_mem(struct fstx_domain *d, const uint64_t *set, size_t n)
+{
+	uint64_t a = d->wal_applied, len = d->wal_end - a;
+	uint64_t s0 = state_off(a), slen = state_off(d->wal_end - 1) + 16 - s0;
+	unsigned char *b, *st;
+	int r, fd = side_fd(d);
+
+	if (fd < 0)
+		return fd;
+	if (d->win_cap < len + slen) {
+		if (!(b = realloc(d->win, len + slen)))
+			return -ENOMEM;
+		d->win = b;
+		d->win_cap = len + slen;
+	}
+	b = d->win;
+	st = b + len;
+	if ((r = read_all(d->wal, b, len, a)) < 0)
+		return r == -ENODATA ? -EUCLEAN : r;
+	if ((r = read_upto(fd, st, slen, s0)) < 0)
+		return r;
+	for (uint64_t off = a; off < d->wal_end;) {
+		struct wrec h;
+		struct wstate w;
+		struct went e;
+		uint64_t p, end;
+
+		if (d->wal_end - off < sizeof(h))
+			return -EUCLEAN;
+		memcpy(&h, b + (off - a), sizeof(h));
+		if (h.magic != W_REC_MAGIC || h.salt != d->wal_salt ||
+		    h.len > d->wal_end - off - sizeof(h))
+			return -EUCLEAN; /* the hint points at no record: damage */
+		memcpy(&w, st + (state_off(off) - s0), sizeof(w));
+		p = off + sizeof(h);
+		end = p + h.len;
+		off = rec_next(off, &h);
+		if (w.salt == d->wal_salt && !WS_OPEN(w.state))
+			continue;
+		for (uint32_t k = 0; k < h.nent; k++) {
+			if (end - p < sizeof(e))
+				return -EUCLEAN;
+			memcpy(&e, b + (p - a), sizeof(e));
+			if (ent_in(&e, set, n))
+				return 1;
+			if ((p = ent_next(p, end, &e)) > end)
+				return -EUCLEAN;
+		}
+	}
+	return 0;
+}
+
+/* Does an open record change an inode of set?  1, 0, -errno (W4). */
+static int wal_conflicts(struct fstx_domain *d, const uint64_t *set, size_t n)
+{
+	if (d->wal_applied >= d->wal_end)
+		return 0;
+	if (d->wal_end - d->wal_applied > fx_wal_window)
+		return conflicts_read(d, set, n);
+	return conflicts_mem(d, set, n);
 }
 
 /* The inodes the transaction changes or asserts on, into ino[] (W4). */

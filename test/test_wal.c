@@ -1013,6 +1013,161 @@ static void help_applies_open_records_only(void **state)
 	t_drop(d);
 }
 
+/* A writer that appends its record on file f and dies at its barrier. */
+static void dies_at_barrier(const char *d, const char *f, const char *data)
+{
+	char tx[160];
+	int st;
+	pid_t p;
+
+	snprintf(tx, sizeof(tx), "option wal\nopen 0 %s O_WRONLY\npwrite 0 \"%s\" 0\n",
+		 f, data);
+	p = fork();
+	if (p == 0) {
+		fstx_os.fdatasync = die_at_barrier;
+		tx_text(d, tx, NULL);
+		_exit(1);
+	}
+	assert_int_equal(waitpid(p, &st, 0), p);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 7);
+}
+
+/*
+ * The conflict check (W4) over a window of open and applied records, both
+ * ways: read in one go (conflicts_mem) and record by record (window 0).
+ * Open records on b and c, an applied one on a between them: a transaction
+ * on a helps no one; one on c applies b and c first, in order; a damaged
+ * record in the window is -EUCLEAN, nothing changed.
+ */
+static void conflict_window(void **state)
+{
+	uint64_t saved = fx_wal_window;
+
+	(void)state;
+	for (int way = 0; way < 2; way++) {
+		char *d = t_fresh(), *got;
+		size_t len;
+		off_t rec_a;
+
+		fx_wal_window = way ? 0 : saved;
+		t_write(d, "c", "cccccccc", 8);
+		dies_at_barrier(d, "b", "BBBB");
+		rec_a = (off_t)wal_end_dir(d);
+		assert_int_equal(tx_text(d, "option wal\nopen 0 a O_WRONLY\npwrite 0 \"AAAA\" 0\n",
+					 NULL), 0);
+		dies_at_barrier(d, "c", "CCCC");
+		seen_a = seen_b = 0;
+		fstx_os.pwrite = spy_pwrite;
+		assert_int_equal(tx_text(d, "option wal\nopen 0 a O_WRONLY\npwrite 0 \"aaaa\" 4\n",
+					 NULL), 0);
+		fstx_os = fstx_os_libc;
+		assert_int_equal(seen_b, 0); /* no conflict: b stays open */
+		assert_int_equal(seen_a, 0);
+		got = t_read(d, "b", &len);
+		assert_memory_not_equal(got, "BBBB", 4);
+		free(got);
+		/* damage record a's magic: the window check fails, nothing moves */
+		patch(d, rec_a, "Q", 1);
+		assert_int_equal(tx_text(d, "option wal\nopen 0 c O_WRONLY\npwrite 0 \"zz\" 6\n",
+					 NULL), -EUCLEAN);
+		got = t_read(d, "c", &len);
+		assert_memory_equal(got, "cccccccc", 8);
+		free(got);
+		patch(d, rec_a, "F", 1);
+		seen_a = seen_b = 0;
+		fstx_os.pwrite = spy_pwrite;
+		assert_int_equal(tx_text(d, "option wal\nopen 0 c O_WRONLY\npwrite 0 \"zz\" 6\n",
+					 NULL), 0);
+		fstx_os = fstx_os_libc;
+		assert_int_equal(seen_b, 1); /* helped: b and c, then itself */
+		got = t_read(d, "b", &len);
+		assert_memory_equal(got, "BBBB", 4);
+		free(got);
+		got = t_read(d, "c", &len);
+		assert_memory_equal(got, "CCCCcczz", 8);
+		free(got);
+		got = t_read(d, "a", &len);
+		assert_memory_equal(got, "AAAAaaaa", 8);
+		free(got);
+		t_drop(d);
+	}
+	fx_wal_window = saved;
+}
+
+/* Open records on b and c, an applied one on a between them. */
+static char *window_of_three(void)
+{
+	char *d = t_fresh();
+
+	t_write(d, "a", "--------", 8);
+	t_write(d, "c", "cccccccc", 8);
+	dies_at_barrier(d, "b", "BBBB");
+	assert_int_equal(tx_text(d, "option wal\nopen 0 a O_WRONLY\npwrite 0 \"AAAA\" 0\n",
+				 NULL), 0);
+	dies_at_barrier(d, "c", "CCCC");
+	return d;
+}
+
+/*
+ * EIO at each OS call of a transaction that checks that window (its reads
+ * of the records and state words included), both ways: it commits or
+ * fails whole, and the next transaction finds every record it should.
+ */
+static void conflict_window_errors(void **state)
+{
+	static const char *tx_a = "option wal\nopen 0 a O_WRONLY\npwrite 0 \"aaaa\" 4\n";
+	uint64_t saved = fx_wal_window;
+	long calls, points = 0, failed = 0;
+	char *d;
+
+	(void)state;
+	for (int way = 0; way < 2; way++) {
+		fx_wal_window = way ? 0 : saved;
+		d = window_of_three();
+		fo_install(FO_COUNT, 0, 0);
+		assert_int_equal(tx_text(d, tx_a, NULL), 0);
+		calls = fo.calls;
+		points += calls;
+		fo_remove();
+		t_drop(d);
+		for (long at = 1; at <= calls; at++) {
+			char *got, *before;
+			size_t len, blen;
+			long r;
+
+			d = window_of_three();
+			before = t_read(d, "a", &blen);
+			assert_true(blen >= 8);
+			fo_install(FO_FAIL, at, EIO);
+			r = tx_text(d, tx_a, NULL);
+			fo_remove();
+			failed += r != 0;
+			assert_true(domain_recover(d) >= 0);
+			assert_int_equal(tx_text(d, "option wal\nopen 0 c O_WRONLY\npwrite 0 \"zz\" 6\n",
+						 NULL), 0);
+			got = t_read(d, "b", &len);
+			assert_memory_equal(got, "BBBB", 4);
+			free(got);
+			got = t_read(d, "c", &len);
+			assert_memory_equal(got, "CCCCcczz", 8);
+			free(got);
+			/* a: before it, or after it (always, if it said 0) */
+			got = t_read(d, "a", &len);
+			assert_int_equal(len, blen);
+			if (r == 0 || memcmp(got, before, len)) {
+				memcpy(before + 4, "aaaa", 4);
+				assert_memory_equal(got, before, len);
+			}
+			free(got);
+			free(before);
+			t_drop(d);
+		}
+	}
+	fx_wal_window = saved;
+	printf("wal conflict window: EIO at each OS call, both ways: %ld points, "
+	       "%ld failed, 0 torn\n", points, failed);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1025,6 +1180,8 @@ int main(void)
 		cmocka_unit_test(reboot_replays_all),
 		cmocka_unit_test(damaged),
 		cmocka_unit_test(help_applies_open_records_only),
+		cmocka_unit_test(conflict_window),
+		cmocka_unit_test(conflict_window_errors),
 		cmocka_unit_test(kill_every_call),
 		cmocka_unit_test(kill_crash_only),
 		cmocka_unit_test(errors_every_call),
