@@ -143,6 +143,14 @@ static ssize_t os_copy_file_range(int srcfd, off_t *srcoff, int dstfd,
 
 static int os_flock(int fd, int op) { RET(flock(fd, op)); }
 
+static int os_lock_range(int fd, int type, off_t start, off_t len, int wait)
+{
+	struct flock l = { .l_type = (short)type, .l_whence = SEEK_SET,
+			   .l_start = start, .l_len = len };
+
+	RET(fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &l));
+}
+
 static ssize_t os_getdents(int fd, void *buf, size_t len)
 {
 	RET(syscall(SYS_getdents64, fd, buf, len));
@@ -215,6 +223,7 @@ static int os_boot_id(char id[37])
 	.ficlonerange = os_ficlonerange, \
 	.copy_file_range = os_copy_file_range, \
 	.flock = os_flock, \
+	.lock_range = os_lock_range, \
 	.getdents = os_getdents, \
 	.dup = os_dup, \
 	.map_ro = os_map_ro, \

@@ -50,6 +50,9 @@ struct fstx_os {
 	ssize_t (*copy_file_range)(int srcfd, off_t *srcoff, int dstfd,
 				   off_t *dstoff, size_t len);
 	int (*flock)(int fd, int op);
+	/* An open-file-description lock (F_OFD_SETLK, or F_OFD_SETLKW when
+	 * wait) of type F_RDLCK, F_WRLCK or F_UNLCK on len bytes at start. */
+	int (*lock_range)(int fd, int type, off_t start, off_t len, int wait);
 	ssize_t (*getdents)(int fd, void *buf, size_t len);
 	int (*dup)(int fd);
 	/* A shared read-only mapping of the first len bytes of fd, which

@@ -34,9 +34,11 @@
  *  W3. Commit: under the lock the record is written whole at the log's
  *      end (open: no state word, W2) and the hint's END moves past it;
  *      then the lock is dropped for fdatasync(wal), the commit point and
- *      the transaction's one barrier.  Writers queue for it on the
- *      flock of .fstx/walsync, and one fdatasync serves every record
- *      written before it began (group commit, see group_sync()).  Nothing
+ *      the transaction's one barrier.  Writers meet for it at the head
+ *      of .fstx/walsync (byte locks), and one fdatasync serves every
+ *      record written before it began; a writer that a barrier under
+ *      way covers, or that must follow it, waits for that barrier only
+ *      (group commit, see group_sync()).  Nothing
  *      changes in place before the record's barrier has returned (to its
  *      writer or to a helper, W4), so power loss never finds an in-place
  *      change without its record.  A record that cannot be written gets its
@@ -172,7 +174,7 @@
 #define W_REC_MAGIC 0x31575846u /* "FXW1" little-endian */
 #define W_VERSION 1
 /* .fstx/walsync: page-cache notes of this boot, never synced (W2) */
-#define S_GROUP 0      /* group commit: (salt, end) durable */
+#define S_GROUP 0      /* group commit: (salt, end) durable, the barrier */
 #define S_HINT 64      /* the hint */
 #define S_STATE 4096   /* state words: 16 bytes per 32 bytes of log */
 #define W_START 1024
@@ -1515,29 +1517,72 @@ static const unsigned char zero_hdr[sizeof(struct wrec)];
 
 /*
  * Group commit (W3): the record's barrier, outside the domain lock.  The
- * syncers of a domain queue on an flock of .fstx/walsync, which also holds
- * (salt, end): every record below end is durable (a page-cache note for
- * this boot, never synced).  A syncer whose record a previous barrier
- * covered returns at once; else it reads the log's end from the hint and
- * syncs, so its barrier covers every record written before it began.
+ * syncers of a domain meet at the head of .fstx/walsync, which holds two
+ * page-cache notes of this boot, written only under the byte lock G_Q:
+ * (salt, end), every record below end is durable; and the barrier under
+ * way (its generation and target, while active).  A syncer whose record
+ * a barrier covered returns at once; one whose record the barrier under
+ * way covers, or that finds one under way at all, waits for it on that
+ * barrier's byte (held by its syncer throughout, so a shared lock there is
+ * granted when it ends, with G_Q free meanwhile: a writer covered by one
+ * barrier never waits out the next); else it becomes the syncer: it reads
+ * the log's end from the hint and syncs, so its barrier covers every
+ * record written before it began.  Generations alternate between two
+ * bytes, so the next barrier never holds the byte a late waiter wants.
+ * A syncer's locks die with it: an active note whose byte is free (a
+ * trial lock succeeds under G_Q) was left by a dead syncer.
  */
+#define G_Q 0        /* byte lock: the notes */
+#define G_BAR 1      /* + gen % 2: the barrier of that generation */
+
+struct gnote {
+	uint64_t salt, end;       /* durable below end */
+	uint64_t bsalt, btarget;  /* the barrier under way */
+	uint32_t gen, active;
+};
+
+_Static_assert(S_GROUP + sizeof(struct gnote) <= S_HINT, "group notes before the hint");
+
+static int glock(struct fstx_domain *d, int type, off_t at, int wait)
+{
+	return fstx_os.lock_range(d->walsync, type, at, 1, wait);
+}
+
 static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 {
-	struct { uint64_t salt, end; } g;
+	struct gnote g;
 	struct whint h;
 	uint64_t target = end;
 	uint32_t crc;
-	int r;
+	off_t bar;
+	int r, rs;
 
 	if ((r = side_fd(d)) < 0)
 		return r;
-	if ((r = fstx_os.flock(d->walsync, LOCK_EX)) < 0)
-		return r;
-	r = side_read(d, &g, sizeof(g), S_GROUP); /* written under this flock */
-	if (r == 0 && g.salt == salt && g.end >= end)
-		goto out; /* covered by an earlier barrier */
-	if (r < 0 && r != -ENODATA)
-		goto out;
+	for (;;) {
+		if ((r = glock(d, F_WRLCK, G_Q, 1)) < 0)
+			return r;
+		if ((r = side_read(d, &g, sizeof(g), S_GROUP)) == -ENODATA) {
+			memset(&g, 0, sizeof(g));
+			r = 0;
+		}
+		if (r < 0 || (g.salt == salt && g.end >= end))
+			goto out_q; /* covered by an earlier barrier */
+		if (!g.active)
+			break;
+		bar = G_BAR + g.gen % 2;
+		if ((r = glock(d, F_WRLCK, bar, 0)) == 0) {
+			glock(d, F_UNLCK, bar, 0); /* its syncer died */
+			break;
+		}
+		if (r != -EAGAIN && r != -EACCES)
+			goto out_q;
+		glock(d, F_UNLCK, G_Q, 0);
+		/* wait for the barrier under way, then look again */
+		if ((r = glock(d, F_RDLCK, bar, 1)) < 0)
+			return r;
+		glock(d, F_UNLCK, bar, 0);
+	}
 	/* the hint may be being written (by a lock holder): its CRC says */
 	if (side_read(d, &h, sizeof(h), S_HINT) == 0) {
 		crc = h.crc;
@@ -1546,13 +1591,33 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 		    h.salt == salt && h.end > end)
 			target = h.end;
 	}
-	if ((r = fstx_os.fdatasync(d->wal)) == 0) {
-		g.salt = salt;
-		g.end = target;
+	g.gen++;
+	bar = G_BAR + g.gen % 2;
+	if ((r = glock(d, F_WRLCK, bar, 1)) < 0)
+		goto out_q;
+	g.bsalt = salt;
+	g.btarget = target;
+	g.active = 1;
+	if ((r = write_all(d->walsync, &g, sizeof(g), S_GROUP)) < 0)
+		goto out_bar;
+	glock(d, F_UNLCK, G_Q, 0);
+	rs = fstx_os.fdatasync(d->wal);
+	if ((r = glock(d, F_WRLCK, G_Q, 1)) < 0)
+		goto out_bar; /* the note stays active: the next syncer sees
+				 it dead once this byte is free */
+	if ((r = side_read(d, &g, sizeof(g), S_GROUP)) == 0) {
+		if (rs == 0 && (g.salt != salt || g.end < target)) {
+			g.salt = salt;
+			g.end = target;
+		}
+		g.active = 0;
 		r = write_all(d->walsync, &g, sizeof(g), S_GROUP);
 	}
-out:
-	fstx_os.flock(d->walsync, LOCK_UN);
+	r = rs < 0 ? rs : r;
+out_bar:
+	glock(d, F_UNLCK, bar, 0);
+out_q:
+	glock(d, F_UNLCK, G_Q, 0);
 	return r;
 }
 

@@ -67,6 +67,7 @@ W(flistxattr, ssize_t, (int fd, char *l, size_t n), (fd, l, n))
 W(ficlonerange, int, (int a, int b, uint64_t c, uint64_t d, uint64_t e), (a, b, c, d, e))
 W(copy_file_range, ssize_t, (int a, off_t *b, int c, off_t *d, size_t e), (a, b, c, d, e))
 W(flock, int, (int fd, int op), (fd, op))
+W(lock_range, int, (int fd, int t, off_t s, off_t l, int w), (fd, t, s, l, w))
 W(getdents, ssize_t, (int fd, void *b, size_t l), (fd, b, l))
 W(dup, int, (int fd), (fd))
 W(map_ro, int, (int fd, size_t n, void **a), (fd, n, a))
@@ -96,6 +97,7 @@ void fo_install(enum fo_mode mode, long at, int err)
 	S(renameat2); S(unlinkat); S(mkdirat); S(symlinkat); S(linkat);
 	S(readlinkat); S(fgetxattr); S(fsetxattr); S(fremovexattr);
 	S(flistxattr); S(ficlonerange); S(copy_file_range); S(flock);
+	S(lock_range);
 	S(getdents); S(dup); S(boot_id); S(map_ro); S(unmap);
 #undef S
 }

@@ -1013,6 +1013,80 @@ static void help_applies_open_records_only(void **state)
 	t_drop(d);
 }
 
+/* ---- group commit: the barrier under way ------------------------------ */
+
+static int gate_in[2], gate_go[2];
+
+/* A barrier that says it began and waits for the word to go on. */
+static int held_fdatasync(int fd)
+{
+	char c = 1;
+
+	if (write(gate_in[1], &c, 1) != 1 || read(gate_go[0], &c, 1) != 1)
+		_exit(5);
+	return fstx_os_libc.fdatasync(fd);
+}
+
+/*
+ * A writer that appends while another's barrier is under way is not
+ * covered by it: it waits for that barrier (it does not return before it),
+ * then syncs once itself.
+ */
+static void group_waits_for_barrier(void **state)
+{
+	char *d = t_fresh(), c = 1, *got;
+	int res[2], st;
+	struct timespec ts = { 0, 300 * 1000 * 1000 };
+	pid_t a, b;
+	size_t len;
+
+	(void)state;
+	t_write(d, "a", "--------", 8);
+	t_write(d, "b", "--------", 8);
+	assert_int_equal(pipe(gate_in), 0);
+	assert_int_equal(pipe(gate_go), 0);
+	assert_int_equal(pipe(res), 0);
+	a = fork();
+	if (a == 0) {
+		fstx_os.fdatasync = held_fdatasync;
+		_exit(tx_text(d, "option wal\nopen 0 a O_WRONLY\npwrite 0 \"AAAA\" 0\n",
+			      NULL) == 0 ? 0 : 1);
+	}
+	assert_int_equal(read(gate_in[0], &c, 1), 1); /* a is at its barrier */
+	b = fork();
+	if (b == 0) {
+		long r;
+
+		alarm(30);
+		fo_install(FO_COUNT, 0, 0);
+		r = tx_text(d, "option wal\nopen 0 b O_WRONLY\npwrite 0 \"BBBB\" 0\n", NULL);
+		c = r == 0 && fo.fdatasyncs == 1 ? 'y' : 'n';
+		_exit(write(res[1], &c, 1) == 1 && c == 'y' ? 0 : 1);
+	}
+	close(res[1]);
+	nanosleep(&ts, NULL);
+	assert_int_equal(waitpid(b, &st, WNOHANG), 0); /* b waits for a */
+	assert_int_equal(write(gate_go[1], &c, 1), 1);
+	assert_int_equal(waitpid(a, &st, 0), a);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(waitpid(b, &st, 0), b);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(read(res[0], &c, 1), 1);
+	assert_int_equal(c, 'y');
+	got = t_read(d, "a", &len);
+	assert_memory_equal(got, "AAAA----", 8);
+	free(got);
+	got = t_read(d, "b", &len);
+	assert_memory_equal(got, "BBBB----", 8);
+	free(got);
+	close(res[0]);
+	close(gate_in[0]);
+	close(gate_in[1]);
+	close(gate_go[0]);
+	close(gate_go[1]);
+	t_drop(d);
+}
+
 /* A writer that appends its record on file f and dies at its barrier. */
 static void dies_at_barrier(const char *d, const char *f, const char *data)
 {
@@ -1168,6 +1242,39 @@ static void conflict_window_errors(void **state)
 	       "%ld failed, 0 torn\n", points, failed);
 }
 
+/*
+ * A syncer killed during its barrier leaves the note saying a barrier is
+ * under way; its byte lock died with it, so the next writer becomes the
+ * syncer (one fdatasync) instead of waiting, and a later transaction on the
+ * dead writer's file applies its record first.
+ */
+static void group_syncer_dies(void **state)
+{
+	char *d = t_fresh(), *got;
+	size_t len;
+
+	(void)state;
+	t_write(d, "a", "--------", 8);
+	t_write(d, "b", "--------", 8);
+	dies_at_barrier(d, "a", "AAAA");
+	alarm(30);
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(tx_text(d, "option wal\nopen 0 b O_WRONLY\npwrite 0 \"BBBB\" 0\n",
+				 NULL), 0);
+	assert_int_equal(fo.fdatasyncs, 1);
+	fo_remove();
+	assert_int_equal(tx_text(d, "option wal\nopen 0 a O_WRONLY\npwrite 0 \"aa\" 4\n",
+				 NULL), 0);
+	alarm(0);
+	got = t_read(d, "a", &len);
+	assert_memory_equal(got, "AAAAaa--", 8);
+	free(got);
+	got = t_read(d, "b", &len);
+	assert_memory_equal(got, "BBBB----", 8);
+	free(got);
+	t_drop(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1182,6 +1289,8 @@ int main(void)
 		cmocka_unit_test(help_applies_open_records_only),
 		cmocka_unit_test(conflict_window),
 		cmocka_unit_test(conflict_window_errors),
+		cmocka_unit_test(group_waits_for_barrier),
+		cmocka_unit_test(group_syncer_dies),
 		cmocka_unit_test(kill_every_call),
 		cmocka_unit_test(kill_crash_only),
 		cmocka_unit_test(errors_every_call),
