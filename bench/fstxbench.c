@@ -39,6 +39,12 @@
  * device bytes come from /sys/class/block/DEV/stat around a syncfs that is
  * not counted; peak RSS from wait4().
  *
+ * With -f USEC every barrier, after its call, also waits for a modelled
+ * device's cache flush of USEC (one at a time; requests made during a
+ * flush share the next): a device whose flush costs what an SSD's or a
+ * disk's does, where a loop device's is a fraction of a millisecond of
+ * the host's CPU.
+ *
  * Output: one tab-separated line per (workload, method):
  *   tag workload method ntx median_ms p99_ms tx_per_s fsync fdatasync syncfs
  *   dev_bytes_per_payload_byte rss_mib
@@ -50,6 +56,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -71,23 +78,86 @@
 
 struct counts { long fsync, fdatasync, syncfs; };
 static struct counts cnt;
+static long flush_us; /* -f: a device cache flush of this many us */
+
+/*
+ * The device of -f: one cache flush at a time, each flush_us long; a
+ * barrier waits for a flush that begins after it asked, and every barrier
+ * that asked during one flush is served by the next (as the block layer
+ * merges flush requests).  Shared by every process of the run.
+ */
+struct flushdev {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	long started, done;
+	int busy;
+};
+static struct flushdev *fdev;
+
+static void flushdev_init(void)
+{
+	pthread_mutexattr_t ma;
+	pthread_condattr_t ca;
+
+	fdev = mmap(NULL, sizeof(*fdev), PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (fdev == MAP_FAILED) {
+		perror("mmap");
+		exit(1);
+	}
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+	pthread_mutex_init(&fdev->mu, &ma);
+	pthread_cond_init(&fdev->cv, &ca);
+}
+
+static long flushed(long r)
+{
+	long ticket;
+
+	if (flush_us <= 0 || !fdev)
+		return r;
+	pthread_mutex_lock(&fdev->mu);
+	ticket = fdev->started + 1;
+	while (fdev->done < ticket) {
+		if (!fdev->busy) {
+			struct timespec ts = { flush_us / 1000000, flush_us % 1000000 * 1000 };
+			long gen = ++fdev->started;
+
+			fdev->busy = 1;
+			pthread_mutex_unlock(&fdev->mu);
+			while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+				;
+			pthread_mutex_lock(&fdev->mu);
+			fdev->done = gen;
+			fdev->busy = 0;
+			pthread_cond_broadcast(&fdev->cv);
+		} else {
+			pthread_cond_wait(&fdev->cv, &fdev->mu);
+		}
+	}
+	pthread_mutex_unlock(&fdev->mu);
+	return r;
+}
 
 int fsync(int fd)
 {
 	cnt.fsync++;
-	return (int)syscall(SYS_fsync, fd);
+	return (int)flushed(syscall(SYS_fsync, fd));
 }
 
 int fdatasync(int fd)
 {
 	cnt.fdatasync++;
-	return (int)syscall(SYS_fdatasync, fd);
+	return (int)flushed(syscall(SYS_fdatasync, fd));
 }
 
 int syncfs(int fd)
 {
 	cnt.syncfs++;
-	return (int)syscall(SYS_syncfs, fd);
+	return (int)flushed(syscall(SYS_syncfs, fd));
 }
 
 /* An uncounted syncfs, for measuring device bytes. */
@@ -793,10 +863,12 @@ static void usage(int st)
 {
 	fprintf(st ? stderr : stdout,
 		"usage: fstxbench [-w a,b,c,d,e1,e8,f] [-m METHODS] [-r ROUNDS] "
-		"[-s SCALE] [-t TAG] DIR\n"
+		"[-s SCALE] [-t TAG] [-f USEC] DIR\n"
 		"methods: raw,raw-fsync,rename,sqlite-wal,sqlite-del,fstx,fstx-crash,\n"
 		"         fstx-wal,fstx-wal-crash,fstx-lazy\n"
-		"SCALE multiplies the transactions per round (0.1 for a smoke run).\n");
+		"SCALE multiplies the transactions per round (0.1 for a smoke run).\n"
+		"-f: every fsync, fdatasync and syncfs also waits for a cache flush of\n"
+		"    USEC on a modelled device (one flush at a time, requests merged).\n");
 	exit(st);
 }
 
@@ -806,13 +878,14 @@ int main(int argc, char **argv)
 	double scale = 1;
 	int rounds = 3, o;
 
-	while ((o = getopt(argc, argv, "w:m:r:s:t:h")) != -1) {
+	while ((o = getopt(argc, argv, "w:m:r:s:t:f:h")) != -1) {
 		switch (o) {
 		case 'w': wlist = optarg; break;
 		case 'm': mlist = optarg; break;
 		case 'r': rounds = atoi(optarg); break;
 		case 's': scale = atof(optarg); break;
 		case 't': tag = optarg; break;
+		case 'f': flush_us = atol(optarg); flushdev_init(); break;
 		case 'h': usage(0); break;
 		default: usage(2);
 		}
