@@ -39,20 +39,21 @@ desc() {
 	  if (!seen[$1]++) fs[++nfs] = $1 }
 	function r(x, y) { return (x > 0 && y > 0) ? sprintf("%.2f", x / y) : "n/a" }
 	END {
-	  print "| fs | (a) fstx x rename (goal >= 5) | (a) fstx-wal x rename | (a) fstx / sqlite-wal (goal <= 1.0) | (a) fstx-wal / sqlite-wal | barriers per fstx tx, max (goal <= 3) | per fstx-wal tx, max | e8/e1 fstx throughput (goal >= 4) | (a) fstx-crash / raw (goal <= 1.5) | (a) fstx-wal-crash / raw | (a) fstx-lazy / raw (goal <= 1.5): median, throughput | fstx RSS MiB: c (100 files) / f (10000) |"
-	  print "|---|---|---|---|---|---|---|---|---|---|---|---|"
+	  print "| fs | (a) fstx x rename (goal >= 5) | (a) fstx-wal x rename | (a) fstx / sqlite-wal (goal <= 1.0) | (a) fstx-wal / sqlite-wal | barriers per fstx tx, max (goal <= 3) | per fstx-wal tx, max | e8/e1 fstx throughput (goal >= 4) | e8/e1 fstx-wal | (a) fstx-crash / raw (goal <= 1.5) | (a) fstx-wal-crash / raw | (a) fstx-lazy / raw (goal <= 1.5): median, throughput | fstx RSS MiB: c (100 files) / f (10000) |"
+	  print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	  for (i = 1; i <= nfs; i++) {
 	    f = fs[i]; mx = 0; mw = 0
 	    for (k in bar) { split(k, p, SUBSEP)
 	      if (p[1] == f && p[3] == "fstx" && bar[k] > mx) mx = bar[k]
 	      if (p[1] == f && p[3] == "fstx-wal" && bar[k] > mw) mw = bar[k] }
-	    printf "| %s | %s | %s | %s | %s | %.2f | %.2f | %s | %s | %s | %s, %s | %s / %s |\n", f,
+	    printf "| %s | %s | %s | %s | %s | %.2f | %.2f | %s | %s | %s | %s | %s, %s | %s / %s |\n", f,
 	      r(med[f SUBSEP "a" SUBSEP "rename"], med[f SUBSEP "a" SUBSEP "fstx"]),
 	      r(med[f SUBSEP "a" SUBSEP "rename"], med[f SUBSEP "a" SUBSEP "fstx-wal"]),
 	      r(med[f SUBSEP "a" SUBSEP "fstx"], med[f SUBSEP "a" SUBSEP "sqlite-wal"]),
 	      r(med[f SUBSEP "a" SUBSEP "fstx-wal"], med[f SUBSEP "a" SUBSEP "sqlite-wal"]),
 	      mx, mw,
 	      r(tps[f SUBSEP "e8" SUBSEP "fstx"], tps[f SUBSEP "e1" SUBSEP "fstx"]),
+	      r(tps[f SUBSEP "e8" SUBSEP "fstx-wal"], tps[f SUBSEP "e1" SUBSEP "fstx-wal"]),
 	      r(med[f SUBSEP "a" SUBSEP "fstx-crash"], med[f SUBSEP "a" SUBSEP "raw"]),
 	      r(med[f SUBSEP "a" SUBSEP "fstx-wal-crash"], med[f SUBSEP "a" SUBSEP "raw"]),
 	      r(med[f SUBSEP "a" SUBSEP "fstx-lazy"], med[f SUBSEP "a" SUBSEP "raw"]),
@@ -70,6 +71,27 @@ desc() {
 	    if (a != "" && b != "") printf "| %s | %s | %s | %s | %s |\n", fs[i], ms[j], a, b, r(b, a)
 	  }
 	}' "$TSV"
+	if [ -s "$OUT/results-flush.tsv" ]; then
+		echo
+		echo "Concurrent throughput on a modelled device whose cache flush takes"
+		echo "$(sed -n 's/^- modelled device flush.*: //p' "$OUT/machine.md" 2>/dev/null || true)"
+		echo "(\`fstxbench -f\`: after each barrier's call, a wait for a flush that"
+		echo "begins after it; one flush at a time, and barriers that ask during"
+		echo "one share the next, as the block layer merges flush requests). A"
+		echo "loop device's flush is the host's page-cache work, a fraction of a"
+		echo "millisecond of CPU; a disk's or a SATA SSD's takes about this long."
+		echo
+		echo "| fs | method | e1 tx/s | e8 tx/s | e8/e1 | e8 barriers per tx |"
+		echo "|---|---|---|---|---|---|"
+		awk -F'\t' '
+		{ k = $1 SUBSEP $3; if ($2 == "e1") a[k] = $7
+		  if ($2 == "e8") { b[k] = $7; bar[k] = $8 + $9 + $10 }
+		  if (!s[k]++) key[++n] = k }
+		END { for (i = 1; i <= n; i++) { k = key[i]; split(k, p, SUBSEP)
+		  if (a[k] > 0 && b[k] > 0)
+		    printf "| %s | %s | %s | %s | %.2f | %.2f |\n", p[1], p[2], a[k], b[k], b[k] / a[k], bar[k] } }' \
+			"$OUT/results-flush.tsv"
+	fi
 	for w in $(cut -f2 "$TSV" | awk '!s[$0]++'); do
 		echo
 		echo "## ($w) $(desc "$w")"

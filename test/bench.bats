@@ -70,6 +70,18 @@ field() {
 	[ "$(field e8 fstx 9)" = 2.00 ]
 }
 
+@test "fstxbench -f: a modelled device flush per barrier, counts unchanged" {
+	mkdir -p "$D/work"
+	"$BENCH" -s 0.05 -r 1 -w e1 -m raw,raw-fsync,fstx-wal -f 20000 -t t "$D/work" >"$D/out.tsv"
+	[ "$(field e1 raw-fsync 8)" = 1.00 ]
+	[ "$(field e1 fstx-wal 9)" = 1.00 ]
+	# a transaction with a barrier lasts at least the flush (20 ms); one
+	# without none of it
+	awk -F'\t' '$3 == "raw-fsync" && $5 < 20 { exit 1 }' "$D/out.tsv"
+	awk -F'\t' '$3 == "fstx-wal" && $5 < 20 { exit 1 }' "$D/out.tsv"
+	awk -F'\t' '$3 == "raw" && $5 >= 20 { exit 1 }' "$D/out.tsv"
+}
+
 @test "fstxbench: usage errors" {
 	run -2 "$BENCH"
 	[[ "$output" == *"usage: fstxbench"* ]]
@@ -89,6 +101,14 @@ field() {
 	grep -q '^| fsB | fstx | ' "$D/res/README.md"
 	grep -q '^## (e8) ' "$D/res/README.md"
 	grep -q 'test machine' "$D/res/README.md"
+	! grep -q 'modelled device' "$D/res/README.md"
+	# with results-flush.tsv: the table of the modelled device flush
+	"$BENCH" -s 0.05 -r 1 -w e1,e8 -m raw-fsync,fstx-wal -f 1000 -t fsA "$D/work" \
+		>"$D/res/results-flush.tsv"
+	echo "- modelled device flush (results-flush.tsv): 1000 us" >>"$D/res/machine.md"
+	run -0 bash "$BATS_TEST_DIRNAME/../bench/report.sh" "$D/res"
+	grep -q 'modelled device whose cache flush' "$D/res/README.md"
+	grep -q '^| fsA | fstx-wal | [0-9.]* | [0-9.]* | [0-9.]* | [0-9.]* |$' "$D/res/README.md"
 	if command -v gnuplot >/dev/null; then
 		for w in a e1 e8; do
 			[ "$(head -c 4 "$D/res/$w.png" | od -An -c | tr -d ' ')" = '211PNG' ]
