@@ -36,9 +36,10 @@
  *      then the lock is dropped for fdatasync(wal), the commit point and
  *      the transaction's one barrier.  Writers meet for it at the head
  *      of .fstx/walsync (byte locks), and one fdatasync serves every
- *      record written before it began; a writer that a barrier under
- *      way covers, or that must follow it, waits for that barrier only
- *      (group commit, see group_sync()).  Nothing
+ *      record written before it began; a writer that finds a barrier
+ *      under way waits for that barrier only, and a syncer that saw
+ *      several writers waits (a bounded time) for them to come back with
+ *      their next records (group commit, see group_sync()).  Nothing
  *      changes in place before the record's barrier has returned (to its
  *      writer or to a helper, W4), so power loss never finds an in-place
  *      change without its record.  A record that cannot be written gets its
@@ -169,6 +170,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define W_FILE_MAGIC "FSTXWAL1"
 #define W_REC_MAGIC 0x31575846u /* "FXW1" little-endian */
@@ -1517,28 +1519,36 @@ static const unsigned char zero_hdr[sizeof(struct wrec)];
 
 /*
  * Group commit (W3): the record's barrier, outside the domain lock.  The
- * syncers of a domain meet at the head of .fstx/walsync, which holds two
+ * syncers of a domain meet at the head of .fstx/walsync, which holds
  * page-cache notes of this boot, written only under the byte lock G_Q:
- * (salt, end), every record below end is durable; and the barrier under
- * way (its generation and target, while active).  A syncer whose record
- * a barrier covered returns at once; one whose record the barrier under
- * way covers, or that finds one under way at all, waits for it on that
- * barrier's byte (held by its syncer throughout, so a shared lock there is
- * granted when it ends, with G_Q free meanwhile: a writer covered by one
- * barrier never waits out the next); else it becomes the syncer: it reads
- * the log's end from the hint and syncs, so its barrier covers every
- * record written before it began.  Generations alternate between two
- * bytes, so the next barrier never holds the byte a late waiter wants.
- * A syncer's locks die with it: an active note whose byte is free (a
- * trial lock succeeds under G_Q) was left by a dead syncer.
+ * (salt, end), every record below end is durable; the barrier under way
+ * (its generation and target, while active); how many writers are in
+ * here, and how many were when the last barrier ended.  A syncer whose
+ * record a barrier covered returns at once; one that finds a barrier
+ * under way waits for it on that barrier's byte (held by its syncer
+ * throughout, so a shared lock there is granted when it ends, with G_Q
+ * free meanwhile: a writer covered by one barrier never waits out the
+ * next), then looks again; else it becomes the syncer: it may gather
+ * (gather()), then reads the log's end from the hint and syncs, so its
+ * barrier covers every record written before it began.  Generations
+ * alternate between two bytes, so the next barrier never holds the byte a
+ * late waiter wants.  A syncer's locks die with it: an active note whose
+ * byte is free (a trial lock succeeds under G_Q) was left by a dead
+ * syncer.  The counts only tune gathering; a writer that dies in here
+ * leaves them high, which makes gathering wait its bound.
  */
 #define G_Q 0        /* byte lock: the notes */
 #define G_BAR 1      /* + gen % 2: the barrier of that generation */
+#define G_GATHER 3   /* fewer writers in sight make no gathering */
+#define G_GATHER_MAX 2000 /* us */
 
 struct gnote {
 	uint64_t salt, end;       /* durable below end */
-	uint64_t bsalt, btarget;  /* the barrier under way */
+	uint64_t bsalt, btarget;  /* the barrier under way (target ~0: gathering) */
 	uint32_t gen, active;
+	uint32_t waiting;         /* writers in group_sync, not yet covered */
+	uint32_t peak;            /* waiting when the last barrier ended */
+	uint32_t bar_us;          /* its length */
 };
 
 _Static_assert(S_GROUP + sizeof(struct gnote) <= S_HINT, "group notes before the hint");
@@ -1548,14 +1558,42 @@ static int glock(struct fstx_domain *d, int type, off_t at, int wait)
 	return fstx_os.lock_range(d->walsync, type, at, 1, wait);
 }
 
+static uint64_t now_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+
+/*
+ * A new syncer that saw several writers at the last barrier's end waits,
+ * up to half that barrier's length, for those it covered to come back with
+ * their next records (commit_delay with siblings, measured): else each
+ * barrier would start while they are away and cover half of them.  The
+ * count is read without the lock: a hint only.
+ */
+static void gather(struct fstx_domain *d, uint32_t peak, uint32_t bar_us)
+{
+	uint64_t t0 = now_us(), lim = bar_us / 2 < G_GATHER_MAX ? bar_us / 2 : G_GATHER_MAX;
+	struct timespec nap = { 0, 20000 };
+	struct gnote g;
+
+	while (now_us() - t0 < lim) {
+		nanosleep(&nap, NULL);
+		if (side_read(d, &g, sizeof(g), S_GROUP) < 0 || g.waiting >= peak)
+			break;
+	}
+}
+
 static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 {
 	struct gnote g;
 	struct whint h;
-	uint64_t target = end;
+	uint64_t target = end, t0;
 	uint32_t crc;
 	off_t bar;
-	int r, rs;
+	int r, rs, in = 0, gathering;
 
 	if ((r = side_fd(d)) < 0)
 		return r;
@@ -1566,8 +1604,19 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 			memset(&g, 0, sizeof(g));
 			r = 0;
 		}
-		if (r < 0 || (g.salt == salt && g.end >= end))
-			goto out_q; /* covered by an earlier barrier */
+		if (r < 0)
+			goto out_q;
+		if (g.salt == salt && g.end >= end) {
+			if (in) { /* covered by an earlier barrier */
+				g.waiting -= g.waiting > 0;
+				r = write_all(d->walsync, &g, sizeof(g), S_GROUP);
+			}
+			goto out_q;
+		}
+		if (!in) {
+			in = 1;
+			g.waiting++;
+		}
 		if (!g.active)
 			break;
 		bar = G_BAR + g.gen % 2;
@@ -1577,12 +1626,27 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 		}
 		if (r != -EAGAIN && r != -EACCES)
 			goto out_q;
+		if ((r = write_all(d->walsync, &g, sizeof(g), S_GROUP)) < 0)
+			goto out_q;
 		glock(d, F_UNLCK, G_Q, 0);
 		/* wait for the barrier under way, then look again */
 		if ((r = glock(d, F_RDLCK, bar, 1)) < 0)
 			return r;
 		glock(d, F_UNLCK, bar, 0);
 	}
+	g.gen++;
+	bar = G_BAR + g.gen % 2;
+	if ((r = glock(d, F_WRLCK, bar, 1)) < 0)
+		goto out_q;
+	g.bsalt = salt;
+	g.btarget = UINT64_MAX; /* those who come meanwhile wait for it */
+	g.active = 1;
+	gathering = g.peak >= G_GATHER && g.waiting < g.peak;
+	if ((r = write_all(d->walsync, &g, sizeof(g), S_GROUP)) < 0)
+		goto out_bar;
+	glock(d, F_UNLCK, G_Q, 0);
+	if (gathering)
+		gather(d, g.peak, g.bar_us);
 	/* the hint may be being written (by a lock holder): its CRC says */
 	if (side_read(d, &h, sizeof(h), S_HINT) == 0) {
 		crc = h.crc;
@@ -1591,16 +1655,7 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 		    h.salt == salt && h.end > end)
 			target = h.end;
 	}
-	g.gen++;
-	bar = G_BAR + g.gen % 2;
-	if ((r = glock(d, F_WRLCK, bar, 1)) < 0)
-		goto out_q;
-	g.bsalt = salt;
-	g.btarget = target;
-	g.active = 1;
-	if ((r = write_all(d->walsync, &g, sizeof(g), S_GROUP)) < 0)
-		goto out_bar;
-	glock(d, F_UNLCK, G_Q, 0);
+	t0 = now_us();
 	rs = fstx_os.fdatasync(d->wal);
 	if ((r = glock(d, F_WRLCK, G_Q, 1)) < 0)
 		goto out_bar; /* the note stays active: the next syncer sees
@@ -1611,6 +1666,9 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 			g.end = target;
 		}
 		g.active = 0;
+		g.peak = g.waiting;
+		g.bar_us = (uint32_t)(now_us() - t0);
+		g.waiting -= g.waiting > 0;
 		r = write_all(d->walsync, &g, sizeof(g), S_GROUP);
 	}
 	r = rs < 0 ? rs : r;
