@@ -73,8 +73,8 @@ desc() {
 	}' "$TSV"
 	if [ -s "$OUT/results-flush.tsv" ]; then
 		echo
-		echo "Concurrent throughput on a modelled device whose cache flush takes"
-		echo "$(sed -n 's/^- modelled device flush.*: //p' "$OUT/machine.md" 2>/dev/null || true)"
+		us=$(sed -n 's/^- modelled device flush.*: //p' "$OUT/machine.md" 2>/dev/null)
+		echo "Concurrent throughput on a modelled device whose cache flush takes ${us:-some time}"
 		echo "(\`fstxbench -f\`: after each barrier's call, a wait for a flush that"
 		echo "begins after it; one flush at a time, and barriers that ask during"
 		echo "one share the next, as the block layer merges flush requests). A"
