@@ -50,19 +50,8 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 
 	memset(d, 0, sizeof(*d)); /* every field not set below starts at 0 */
 	d->root = d->meta = d->lockfd = d->jfd = d->wal = d->walsync = -1;
-	d->wal_end = d->wal_applied = d->wal_salt = d->wal_size = 0;
-	d->latched = 0;
-	d->nosync = 0;
-	d->txid = 0;
 	d->failed_op = -1;
 	d->mark = -1;
-	d->marks_clean = 0;
-	d->wal_clean = d->wal_busy = 0;
-	d->wal_lazy = 0;
-	d->lazy = d->lazy_wrote = d->nosync_wrote = 0;
-	d->space_tx = 0;
-	d->space_free = 0;
-	d->fdc_next = 0;
 	for (size_t i = 0; i < FX_FDC; i++)
 		d->fdc[i] = (struct fx_fdc){ .fd = -1 };
 	r = fstx_os.openat2(dirfd, ".", O_RDONLY | O_DIRECTORY, 0, 0);

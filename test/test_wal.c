@@ -298,6 +298,51 @@ static void loose_checkpoint(void **state)
 }
 
 /*
+ * W11's syncfs fails (EIO): the durable transaction after a loose
+ * checkpoint returns the error, changes nothing in place and latches its
+ * handle; the hint still says loose, so the next durable transaction (a
+ * new handle) syncs the filesystem again, and commits.
+ */
+static int syncfs_eio(int fd)
+{
+	(void)fd;
+	return -EIO;
+}
+
+static void loose_sync_fails(void **state)
+{
+	static const char crash[] = "option crash-only\noption wal\n"
+				    "open 0 a O_WRONLY\npwrite 0 \"cccccc\" 0\n";
+	static const char durable[] = "option wal\nopen 0 b O_WRONLY\n"
+				      "pwrite 0 \"DD\" 0\n";
+	char *d = t_fresh();
+	uint64_t saved = fx_wal_max;
+	fstx_domain *h;
+	long sf;
+
+	(void)state;
+	t_write(d, "b", "bbbbbb", 6);
+	assert_int_equal(fstx_domain_open(d, &h), 0);
+	fx_wal_max = 10;
+	assert_int_equal(tx_text_h(h, crash), 0);
+	assert_int_equal(tx_text_h(h, crash), 0); /* a loose checkpoint */
+	fx_wal_max = saved;
+	fstx_os.syncfs = syncfs_eio;
+	assert_int_equal(tx_text_h(h, durable), -EIO);
+	fstx_os = fstx_os_libc;
+	assert_int_equal(tx_text_h(h, durable), -EIO); /* latched */
+	fstx_domain_close(h);
+	expect_prefix(d, "b", "bbbbbb", 6);
+	assert_int_equal(fstx_domain_open(d, &h), 0);
+	assert_int_equal(count_tx(h, durable, &sf), 1);
+	assert_int_equal(sf, 1); /* still loose: the filesystem is synced */
+	fstx_domain_close(h);
+	expect_prefix(d, "b", "DDbbbb", 6);
+	expect_prefix(d, "a", "cccccc", 6);
+	t_drop(d);
+}
+
+/*
  * W12: crash-only transactions in a row on one handle write the hint once
  * each; another handle finds the last one's hint busy and applies that
  * record again, without a barrier, before its own.
@@ -1323,6 +1368,47 @@ static void group_gather_bounded(void **state)
 	t_drop(d);
 }
 
+/*
+ * Without the mapping of walsync's first page (map_ro fails), the hint
+ * and the group notes are read with pread: the sequence leaves the same
+ * trees, alone and with 4 writers at once.
+ */
+static int map_fails(int fd, size_t len, void **addr)
+{
+	(void)fd;
+	(void)len;
+	(void)addr;
+	return -ENOMEM;
+}
+
+static void no_mapping(void **state)
+{
+	char *st[NSEQ + 1], *d = t_fresh();
+	long retries;
+
+	(void)state;
+	seq_states(st);
+	fstx_os.map_ro = map_fails;
+	for (int k = 0; k < NSEQ; k++) {
+		assert_int_equal(tx_text(d, seqtx[k], NULL), 0);
+		in_range(d, st, k + 1, k + 1, "no mapping", k);
+	}
+	t_drop(d);
+	d = counters();
+	writers(d, 4, 50, FSTX_UT_STRICT | FSTX_UT_WAL, 1, &retries);
+	fstx_os = fstx_os_libc;
+	for (int w = 0; w < 4; w++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "w%d", w);
+		assert_int_equal(read_num(d, name), 50);
+	}
+	assert_int_equal(read_num(d, "shared"), 4 * 10);
+	for (int k = 0; k <= NSEQ; k++)
+		free(st[k]);
+	t_drop(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1330,6 +1416,7 @@ int main(void)
 		cmocka_unit_test(same_as_undo),
 		cmocka_unit_test(checkpoint_by_size),
 		cmocka_unit_test(loose_checkpoint),
+		cmocka_unit_test(loose_sync_fails),
 		cmocka_unit_test(deferred_hint),
 		cmocka_unit_test(apply_fails),
 		cmocka_unit_test(reboot_replays_all),
@@ -1340,6 +1427,7 @@ int main(void)
 		cmocka_unit_test(group_waits_for_barrier),
 		cmocka_unit_test(group_syncer_dies),
 		cmocka_unit_test(group_gather_bounded),
+		cmocka_unit_test(no_mapping),
 		cmocka_unit_test(kill_every_call),
 		cmocka_unit_test(kill_crash_only),
 		cmocka_unit_test(errors_every_call),
