@@ -240,6 +240,12 @@ static void checkpoint_by_size(void **state)
  * barrier; the next durable transaction then syncs the filesystem, not
  * the log alone.  A log that holds a durable record keeps its barriers.
  */
+/* W11's two kinds of transaction: crash-only on a, durable on b. */
+static const char crash[] = "option crash-only\noption wal\n"
+			    "open 0 a O_WRONLY\npwrite 0 \"cccccc\" 0\n";
+static const char durable[] = "option wal\nopen 0 b O_WRONLY\n"
+			      "pwrite 0 \"DD\" 0\n";
+
 static long count_tx(fstx_domain *h, const char *text, long *syncfses)
 {
 	long b;
@@ -254,10 +260,6 @@ static long count_tx(fstx_domain *h, const char *text, long *syncfses)
 
 static void loose_checkpoint(void **state)
 {
-	static const char crash[] = "option crash-only\noption wal\n"
-				    "open 0 a O_WRONLY\npwrite 0 \"cccccc\" 0\n";
-	static const char durable[] = "option wal\nopen 0 b O_WRONLY\n"
-				      "pwrite 0 \"DD\" 0\n";
 	char *d = t_fresh();
 	uint64_t saved = fx_wal_max;
 	fstx_domain *h;
@@ -311,10 +313,6 @@ static int syncfs_eio(int fd)
 
 static void loose_sync_fails(void **state)
 {
-	static const char crash[] = "option crash-only\noption wal\n"
-				    "open 0 a O_WRONLY\npwrite 0 \"cccccc\" 0\n";
-	static const char durable[] = "option wal\nopen 0 b O_WRONLY\n"
-				      "pwrite 0 \"DD\" 0\n";
 	char *d = t_fresh();
 	uint64_t saved = fx_wal_max;
 	fstx_domain *h;
