@@ -47,8 +47,12 @@
  *
  * Output: one tab-separated line per (workload, method):
  *   tag workload method ntx median_ms p99_ms tx_per_s fsync fdatasync syncfs
- *   dev_bytes_per_payload_byte rss_mib
- * (per-transaction counts; -1 where not measurable).  bench/report.sh turns
+ *   dev_bytes_per_payload_byte rss_mib cpu_us
+ * (per-transaction counts; -1 where not measurable).  cpu_us is the CPU
+ * time of the whole machine (every process, kernel threads such as a loop
+ * device's, interrupts; not steal) per transaction while the work ran,
+ * from /proc/stat: with the number of CPUs it bounds the throughput that
+ * more processes could reach.  bench/report.sh turns
  * these into tables and plots.  No thresholds here: figures only.
  */
 #define _GNU_SOURCE
@@ -242,6 +246,21 @@ static void find_device(const char *dir)
 			 strrchr(best, '/') + 1);
 	if (devstat[0] && access(devstat, R_OK))
 		devstat[0] = 0;
+}
+
+/* Busy clock ticks of all CPUs so far (user, nice, system, irq, softirq). */
+static long long cpu_busy(void)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+	int n;
+
+	if (!f)
+		return -1;
+	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
+		   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+	fclose(f);
+	return n < 7 ? -1 : (long long)(v[0] + v[1] + v[2] + v[5] + v[6]);
 }
 
 static long long dev_sectors(void)
@@ -686,6 +705,7 @@ struct result {
 	double wall;
 	struct counts c;
 	long long sectors;
+	long long cpu_ticks; /* busy clock ticks, all CPUs; -1: unknown */
 	long rss_kib;
 	double lat[MAXLAT];
 };
@@ -726,7 +746,7 @@ static void run_child(const struct workload *w, enum method m, const char *dir,
 				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	struct ctx c;
 	int gate[2], dfd;
-	long long s0;
+	long long s0, c0, c1;
 	double t0;
 	pid_t kids[8];
 	struct rusage ru;
@@ -748,6 +768,7 @@ static void run_child(const struct workload *w, enum method m, const char *dir,
 	quiet_syncfs(dfd);
 	s0 = dev_sectors();
 	if (w->procs == 1) {
+		c0 = cpu_busy();
 		t0 = now();
 		worker(w, m, dir, 0, ntx, -1, sh);
 		out->wall = now() - t0;
@@ -763,6 +784,7 @@ static void run_child(const struct workload *w, enum method m, const char *dir,
 		}
 		close(gate[0]);
 		usleep(100000); /* let every worker open its handle */
+		c0 = cpu_busy();
 		t0 = now();
 		close(gate[1]);  /* go */
 		for (int p = 0; p < w->procs; p++) {
@@ -774,6 +796,8 @@ static void run_child(const struct workload *w, enum method m, const char *dir,
 		}
 		out->wall = now() - t0;
 	}
+	c1 = cpu_busy();
+	out->cpu_ticks = c0 < 0 || c1 < 0 ? -1 : c1 - c0;
 	quiet_syncfs(dfd);
 	out->sectors = s0 < 0 ? -1 : dev_sectors() - s0;
 	close(dfd);
@@ -822,6 +846,8 @@ static void run_one(const struct workload *w, enum method m, const char *base,
 	acc->c.syncfs += res->c.syncfs;
 	if (acc->sectors >= 0)
 		acc->sectors = res->sectors < 0 ? -1 : acc->sectors + res->sectors;
+	if (acc->cpu_ticks >= 0)
+		acc->cpu_ticks = res->cpu_ticks < 0 ? -1 : acc->cpu_ticks + res->cpu_ticks;
 	if (ru.ru_maxrss > acc->rss_kib)
 		acc->rss_kib = ru.ru_maxrss;
 	if (res->rss_kib > acc->rss_kib)
@@ -833,7 +859,7 @@ static void run_one(const struct workload *w, enum method m, const char *base,
 static void report(const char *tag, const struct workload *w, enum method m,
 		   struct result *r)
 {
-	double med, p99, n = r->n;
+	double med, p99, n = r->n, tick = (double)sysconf(_SC_CLK_TCK);
 	int i99;
 
 	qsort(r->lat, (size_t)r->n, sizeof(double), cmpd);
@@ -841,11 +867,12 @@ static void report(const char *tag, const struct workload *w, enum method m,
 		       : (r->lat[r->n / 2 - 1] + r->lat[r->n / 2]) / 2;
 	i99 = (int)(0.99 * (r->n - 1) + 0.5);
 	p99 = r->lat[i99];
-	printf("%s\t%s\t%s\t%d\t%.3f\t%.3f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\n",
+	printf("%s\t%s\t%s\t%d\t%.3f\t%.3f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f\n",
 	       tag, w->name, mnames[m], r->n, med * 1e3, p99 * 1e3, n / r->wall,
 	       r->c.fsync / n, r->c.fdatasync / n, r->c.syncfs / n,
 	       r->sectors < 0 ? -1.0 : r->sectors * 512.0 / (n * (double)w->payload),
-	       r->rss_kib / 1024.0);
+	       r->rss_kib / 1024.0,
+	       r->cpu_ticks < 0 || tick <= 0 ? -1.0 : r->cpu_ticks * 1e6 / tick / n);
 	fflush(stdout);
 }
 

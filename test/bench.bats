@@ -22,7 +22,9 @@ field() {
 	mkdir -p "$D/work"
 	"$BENCH" -s 0.05 -r 1 -w a,c -t t "$D/work" >"$D/out.tsv"
 	[ "$(wc -l <"$D/out.tsv")" -eq 20 ]
-	awk -F'\t' 'NF != 12 { exit 1 }' "$D/out.tsv"
+	awk -F'\t' 'NF != 13 { exit 1 }' "$D/out.tsv"
+	# CPU time per transaction: measured (from /proc/stat), not -1
+	awk -F'\t' '!($13 >= 0) { exit 1 }' "$D/out.tsv"
 	# (a): 4 files, each fsynced; the rename pattern adds one directory
 	[ "$(field a raw 8)" = 0.00 ]
 	[ "$(field a raw-fsync 8)" = 4.00 ]
@@ -108,11 +110,27 @@ field() {
 	echo "- modelled device flush (results-flush.tsv): 1000 us" >>"$D/res/machine.md"
 	run -0 bash "$BATS_TEST_DIRNAME/../bench/report.sh" "$D/res"
 	grep -q 'modelled device whose cache flush' "$D/res/README.md"
-	grep -q '^| fsA | fstx-wal | [0-9.]* | [0-9.]* | [0-9.]* | [0-9.]* |$' "$D/res/README.md"
+	grep -Eq '^\| fsA \| fstx-wal \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| ([0-9.]+|n/a) \|$' "$D/res/README.md"
 	if command -v gnuplot >/dev/null; then
 		for w in a e1 e8; do
 			[ "$(head -c 4 "$D/res/$w.png" | od -An -c | tr -d ' ')" = '211PNG' ]
 		done
 	fi
 	run -1 bash "$BATS_TEST_DIRNAME/../bench/report.sh" "$D/empty"
+}
+
+@test "report.sh: the CPU bound of e8/e1 from CPU time per transaction" {
+	mkdir -p "$D/res"
+	# e8 costs 600 us of CPU per transaction: 2 CPUs run at most 3333 tx/s,
+	# 3.33 times e1's 1000
+	printf 'fsZ\te1\tfstx-wal\t100\t1.000\t2.000\t1000.0\t0.00\t1.00\t0.00\t1.00\t9.9\t500.0\n' >"$D/res/results.tsv"
+	printf 'fsZ\te8\tfstx-wal\t800\t2.000\t4.000\t3000.0\t0.00\t0.20\t0.00\t1.00\t9.9\t600.0\n' >>"$D/res/results.tsv"
+	echo "- cpu: 2 x Test CPU" >"$D/res/machine.md"
+	run -0 bash "$BATS_TEST_DIRNAME/../bench/report.sh" "$D/res"
+	grep -q '^| fsZ | fstx-wal | 1000.0 | 3000.0 | 3.00 | 500 | 600 | 3.33 |$' "$D/res/README.md"
+	grep -q '| 3.00 (3.33) |' "$D/res/README.md"
+	# results of an older fstxbench (no CPU column): n/a, not a figure
+	cut -f1-12 "$D/res/results.tsv" >"$D/res/r12" && mv "$D/res/r12" "$D/res/results.tsv"
+	run -0 bash "$BATS_TEST_DIRNAME/../bench/report.sh" "$D/res"
+	grep -q '^| fsZ | fstx-wal | 1000.0 | 3000.0 | 3.00 | n/a | n/a | n/a |$' "$D/res/README.md"
 }
