@@ -1520,27 +1520,43 @@ static const unsigned char zero_hdr[sizeof(struct wrec)];
 /*
  * Group commit (W3): the record's barrier, outside the domain lock.  The
  * syncers of a domain meet at the head of .fstx/walsync, which holds
- * page-cache notes of this boot, written only under the byte lock G_Q:
- * (salt, end), every record below end is durable; the barrier under way
- * (its generation and target, while active); how many writers are in
- * here, and how many were when the last barrier ended.  A syncer whose
- * record a barrier covered returns at once; one that finds a barrier
- * under way waits for it on that barrier's byte (held by its syncer
- * throughout, so a shared lock there is granted when it ends, with G_Q
- * free meanwhile: a writer covered by one barrier never waits out the
- * next), then looks again; else it becomes the syncer: it may gather
- * (gather()), then reads the log's end from the hint and syncs, so its
- * barrier covers every record written before it began.  Generations
- * alternate between two bytes, so the next barrier never holds the byte a
- * late waiter wants.  A syncer's locks die with it: an active note whose
- * byte is free (a trial lock succeeds under G_Q) was left by a dead
- * syncer.  The counts only tune gathering; a writer that dies in here
- * leaves them high, which makes gathering wait its bound.
+ * page-cache notes of this boot, written only under the byte lock G_Q,
+ * with a CRC-32C (a note that fails it is no note): (salt, end), every record below end is durable; the
+ * barrier under way (its generation and target, while active); how many
+ * writers are in here, not yet covered, and how many were when the last
+ * barrier ended.  A syncer whose record a barrier covered returns at
+ * once: it reads the notes without the lock first, and takes their (salt,
+ * end) where the CRC holds (a note being written fails it, and an older
+ * note that says covered said the truth); one that finds a barrier under
+ * way waits for it on that barrier's byte (held by its syncer throughout,
+ * so a shared lock there is granted when it ends, with G_Q free
+ * meanwhile: a writer covered by one barrier never waits out the next),
+ * then looks again; else it becomes the syncer: it may gather (gather()),
+ * then reads the log's end from the hint and syncs, so its barrier covers
+ * every record written before it began.  A syncer ends its barrier with
+ * the notes written and G_Q free before it frees the barrier's byte, so
+ * the writers it wakes find themselves covered without a lock.
+ * Generations alternate between two bytes, so the next barrier never
+ * holds the byte a late waiter wants.  A syncer's locks die with it: an
+ * active note whose byte is free (a trial lock succeeds under G_Q) was
+ * left by a dead syncer.  The counts only tune gathering: a covered
+ * writer leaves without counting itself out; a barrier's end takes out
+ * the writers counted when it began (their records were written first,
+ * so it covered them), and writers counted during it stay until the next
+ * barrier ends, as do those that die in here.
  */
 #define G_Q 0        /* byte lock: the notes */
 #define G_BAR 1      /* + gen % 2: the barrier of that generation */
 #define G_GATHER 3   /* fewer writers in sight make no gathering */
 #define G_GATHER_MAX 2000 /* us */
+/*
+ * No gathering after a barrier shorter than this: a nap costs its syncer
+ * a trip through the scheduler and leaves the device idle, which a short
+ * barrier does not pay back.  Measured with 8 writers on loop devices:
+ * ext4's and xfs' barriers (about 300 us) commit 3-7% more without it;
+ * btrfs' (about 700 us) and a 1 ms device flush share less without it.
+ */
+#define G_GATHER_MIN 500 /* us */
 
 struct gnote {
 	uint64_t salt, end;       /* durable below end */
@@ -1549,6 +1565,8 @@ struct gnote {
 	uint32_t waiting;         /* writers in group_sync, not yet covered */
 	uint32_t peak;            /* waiting when the last barrier ended */
 	uint32_t bar_us;          /* its length */
+	uint32_t covering;        /* waiting when the barrier under way began */
+	uint32_t crc;             /* CRC-32C of the fields above */
 };
 
 _Static_assert(S_GROUP + sizeof(struct gnote) <= S_HINT, "group notes before the hint");
@@ -1564,6 +1582,23 @@ static uint64_t now_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+
+static int note_write(struct fstx_domain *d, struct gnote *g)
+{
+	g->crc = fx_crc32c(0, g, offsetof(struct gnote, crc));
+	return write_all(d->walsync, g, sizeof(*g), S_GROUP);
+}
+
+/* Without the lock: 1 if a whole note says the record below end durable. */
+static int covered(struct fstx_domain *d, uint64_t salt, uint64_t end)
+{
+	struct gnote g;
+
+	if (side_read(d, &g, sizeof(g), S_GROUP) < 0 ||
+	    g.crc != fx_crc32c(0, &g, offsetof(struct gnote, crc)))
+		return 0;
+	return g.salt == salt && g.end >= end;
 }
 
 /*
@@ -1598,21 +1633,19 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 	if ((r = side_fd(d)) < 0)
 		return r;
 	for (;;) {
+		if (covered(d, salt, end))
+			return 0;
 		if ((r = glock(d, F_WRLCK, G_Q, 1)) < 0)
 			return r;
-		if ((r = side_read(d, &g, sizeof(g), S_GROUP)) == -ENODATA) {
-			memset(&g, 0, sizeof(g));
+		r = side_read(d, &g, sizeof(g), S_GROUP);
+		if (r == -ENODATA || (r == 0 && g.crc != fx_crc32c(0, &g, offsetof(struct gnote, crc)))) {
+			memset(&g, 0, sizeof(g)); /* none yet, or not whole: none */
 			r = 0;
 		}
 		if (r < 0)
 			goto out_q;
-		if (g.salt == salt && g.end >= end) {
-			if (in) { /* covered by an earlier barrier */
-				g.waiting -= g.waiting > 0;
-				r = write_all(d->walsync, &g, sizeof(g), S_GROUP);
-			}
-			goto out_q;
-		}
+		if (g.salt == salt && g.end >= end)
+			goto out_q; /* covered by an earlier barrier */
 		if (!in) {
 			in = 1;
 			g.waiting++;
@@ -1626,7 +1659,7 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 		}
 		if (r != -EAGAIN && r != -EACCES)
 			goto out_q;
-		if ((r = write_all(d->walsync, &g, sizeof(g), S_GROUP)) < 0)
+		if ((r = note_write(d, &g)) < 0)
 			goto out_q;
 		glock(d, F_UNLCK, G_Q, 0);
 		/* wait for the barrier under way, then look again */
@@ -1641,8 +1674,9 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 	g.bsalt = salt;
 	g.btarget = UINT64_MAX; /* those who come meanwhile wait for it */
 	g.active = 1;
-	gathering = g.peak >= G_GATHER && g.waiting < g.peak;
-	if ((r = write_all(d->walsync, &g, sizeof(g), S_GROUP)) < 0)
+	g.covering = g.waiting;
+	gathering = g.peak >= G_GATHER && g.waiting < g.peak && g.bar_us >= G_GATHER_MIN;
+	if ((r = note_write(d, &g)) < 0)
 		goto out_bar;
 	glock(d, F_UNLCK, G_Q, 0);
 	if (gathering)
@@ -1668,10 +1702,12 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 		g.active = 0;
 		g.peak = g.waiting;
 		g.bar_us = (uint32_t)(now_us() - t0);
-		g.waiting -= g.waiting > 0;
-		r = write_all(d->walsync, &g, sizeof(g), S_GROUP);
+		g.waiting -= g.covering < g.waiting ? g.covering : g.waiting;
+		g.covering = 0;
+		r = note_write(d, &g);
 	}
 	r = rs < 0 ? rs : r;
+	glock(d, F_UNLCK, G_Q, 0); /* first: the waiters it wakes find it free */
 out_bar:
 	glock(d, F_UNLCK, bar, 0);
 out_q:
