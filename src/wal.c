@@ -1628,7 +1628,7 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 	uint64_t target = end, t0;
 	uint32_t crc;
 	off_t bar;
-	int r, rs, in = 0, gathering;
+	int r, rs, in = 0, came, gathering;
 
 	if ((r = side_fd(d)) < 0)
 		return r;
@@ -1646,7 +1646,8 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 			goto out_q;
 		if (g.salt == salt && g.end >= end)
 			goto out_q; /* covered by an earlier barrier */
-		if (!in) {
+		came = !in; /* counted once, on the first look */
+		if (came) {
 			in = 1;
 			g.waiting++;
 		}
@@ -1659,7 +1660,7 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 		}
 		if (r != -EAGAIN && r != -EACCES)
 			goto out_q;
-		if ((r = note_write(d, &g)) < 0)
+		if (came && (r = note_write(d, &g)) < 0)
 			goto out_q;
 		glock(d, F_UNLCK, G_Q, 0);
 		/* wait for the barrier under way, then look again */
