@@ -1521,10 +1521,10 @@ static const unsigned char zero_hdr[sizeof(struct wrec)];
  * Group commit (W3): the record's barrier, outside the domain lock.  The
  * syncers of a domain meet at the head of .fstx/walsync, which holds
  * page-cache notes of this boot, written only under the byte lock G_Q,
- * with a CRC-32C (a note that fails it is no note): (salt, end), every record below end is durable; the
- * barrier under way (its generation and target, while active); how many
- * writers are in here, not yet covered, and how many were when the last
- * barrier ended.  A syncer whose record a barrier covered returns at
+ * with a CRC-32C (a note that fails it is no note): (salt, end), every
+ * record below end is durable; the barrier under way (its generation and
+ * target, while active); how many writers are in here, not yet covered,
+ * and how many were when the last barrier ended.  A syncer whose record a barrier covered returns at
  * once: it reads the notes without the lock first, and takes their (salt,
  * end) where the CRC holds (a note being written fails it, and an older
  * note that says covered said the truth); one that finds a barrier under
@@ -1590,13 +1590,17 @@ static int note_write(struct fstx_domain *d, struct gnote *g)
 	return write_all(d->walsync, g, sizeof(*g), S_GROUP);
 }
 
+static int note_whole(const struct gnote *g)
+{
+	return g->crc == fx_crc32c(0, g, offsetof(struct gnote, crc));
+}
+
 /* Without the lock: 1 if a whole note says the record below end durable. */
 static int covered(struct fstx_domain *d, uint64_t salt, uint64_t end)
 {
 	struct gnote g;
 
-	if (side_read(d, &g, sizeof(g), S_GROUP) < 0 ||
-	    g.crc != fx_crc32c(0, &g, offsetof(struct gnote, crc)))
+	if (side_read(d, &g, sizeof(g), S_GROUP) < 0 || !note_whole(&g))
 		return 0;
 	return g.salt == salt && g.end >= end;
 }
@@ -1638,7 +1642,7 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 		if ((r = glock(d, F_WRLCK, G_Q, 1)) < 0)
 			return r;
 		r = side_read(d, &g, sizeof(g), S_GROUP);
-		if (r == -ENODATA || (r == 0 && g.crc != fx_crc32c(0, &g, offsetof(struct gnote, crc)))) {
+		if (r == -ENODATA || (r == 0 && !note_whole(&g))) {
 			memset(&g, 0, sizeof(g)); /* none yet, or not whole: none */
 			r = 0;
 		}
