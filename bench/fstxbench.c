@@ -47,12 +47,15 @@
  *
  * Output: one tab-separated line per (workload, method):
  *   tag workload method ntx median_ms p99_ms tx_per_s fsync fdatasync syncfs
- *   dev_bytes_per_payload_byte rss_mib cpu_us
+ *   dev_bytes_per_payload_byte rss_mib cpu_us dev_us
  * (per-transaction counts; -1 where not measurable).  cpu_us is the CPU
  * time of the whole machine (every process, kernel threads such as a loop
  * device's, interrupts; not steal) per transaction while the work ran,
  * from /proc/stat: with the number of CPUs it bounds the throughput that
- * more processes could reach.  bench/report.sh turns
+ * more processes could reach.  dev_us is the time the device had I/O in
+ * flight (io_ticks of /sys/class/block/DEV/stat, in ms) per transaction
+ * while the work ran: a device kept always busy at that cost per
+ * transaction bounds throughput too.  bench/report.sh turns
  * these into tables and plots.  No thresholds here: figures only.
  */
 #define _GNU_SOURCE
@@ -263,18 +266,32 @@ static long long cpu_busy(void)
 	return n < 7 ? -1 : (long long)(v[0] + v[1] + v[2] + v[5] + v[6]);
 }
 
-static long long dev_sectors(void)
+/*
+ * Field i (0-based) of the device's stat line: 6 sectors written, 9 the
+ * time in ms with I/O in flight (io_ticks); -1 where unknown.
+ */
+static long long dev_stat(int i)
 {
-	long long v[7] = { 0 };
+	long long v[10];
 	FILE *f;
+	int n;
 
 	if (!devstat[0] || !(f = fopen(devstat, "r")))
 		return -1;
-	if (fscanf(f, "%lld %lld %lld %lld %lld %lld %lld", &v[0], &v[1], &v[2],
-		   &v[3], &v[4], &v[5], &v[6]) != 7)
-		v[6] = -1;
+	n = fscanf(f, "%lld %lld %lld %lld %lld %lld %lld %lld %lld %lld", &v[0],
+		   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]);
 	fclose(f);
-	return v[6];
+	return n > i ? v[i] : -1;
+}
+
+static long long dev_sectors(void)
+{
+	return dev_stat(6);
+}
+
+static long long dev_busy_ms(void)
+{
+	return dev_stat(9);
 }
 
 /* ---- the work, described once --------------------------------------------- */
@@ -706,6 +723,7 @@ struct result {
 	struct counts c;
 	long long sectors;
 	long long cpu_ticks; /* busy clock ticks, all CPUs; -1: unknown */
+	long long dev_ms;    /* ms the device had I/O in flight; -1: unknown */
 	long rss_kib;
 	double lat[MAXLAT];
 };
@@ -746,7 +764,7 @@ static void run_child(const struct workload *w, enum method m, const char *dir,
 				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	struct ctx c;
 	int gate[2], dfd;
-	long long s0, c0, c1;
+	long long s0, c0, c1, b0, b1;
 	double t0;
 	pid_t kids[8];
 	struct rusage ru;
@@ -768,6 +786,7 @@ static void run_child(const struct workload *w, enum method m, const char *dir,
 	quiet_syncfs(dfd);
 	s0 = dev_sectors();
 	if (w->procs == 1) {
+		b0 = dev_busy_ms();
 		c0 = cpu_busy();
 		t0 = now();
 		worker(w, m, dir, 0, ntx, -1, sh);
@@ -784,6 +803,7 @@ static void run_child(const struct workload *w, enum method m, const char *dir,
 		}
 		close(gate[0]);
 		usleep(100000); /* let every worker open its handle */
+		b0 = dev_busy_ms();
 		c0 = cpu_busy();
 		t0 = now();
 		close(gate[1]);  /* go */
@@ -797,7 +817,9 @@ static void run_child(const struct workload *w, enum method m, const char *dir,
 		out->wall = now() - t0;
 	}
 	c1 = cpu_busy();
+	b1 = dev_busy_ms();
 	out->cpu_ticks = c0 < 0 || c1 < 0 ? -1 : c1 - c0;
+	out->dev_ms = b0 < 0 || b1 < 0 ? -1 : b1 - b0;
 	quiet_syncfs(dfd);
 	out->sectors = s0 < 0 ? -1 : dev_sectors() - s0;
 	close(dfd);
@@ -848,6 +870,8 @@ static void run_one(const struct workload *w, enum method m, const char *base,
 		acc->sectors = res->sectors < 0 ? -1 : acc->sectors + res->sectors;
 	if (acc->cpu_ticks >= 0)
 		acc->cpu_ticks = res->cpu_ticks < 0 ? -1 : acc->cpu_ticks + res->cpu_ticks;
+	if (acc->dev_ms >= 0)
+		acc->dev_ms = res->dev_ms < 0 ? -1 : acc->dev_ms + res->dev_ms;
 	if (ru.ru_maxrss > acc->rss_kib)
 		acc->rss_kib = ru.ru_maxrss;
 	if (res->rss_kib > acc->rss_kib)
@@ -867,12 +891,13 @@ static void report(const char *tag, const struct workload *w, enum method m,
 		       : (r->lat[r->n / 2 - 1] + r->lat[r->n / 2]) / 2;
 	i99 = (int)(0.99 * (r->n - 1) + 0.5);
 	p99 = r->lat[i99];
-	printf("%s\t%s\t%s\t%d\t%.3f\t%.3f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f\n",
+	printf("%s\t%s\t%s\t%d\t%.3f\t%.3f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\n",
 	       tag, w->name, mnames[m], r->n, med * 1e3, p99 * 1e3, n / r->wall,
 	       r->c.fsync / n, r->c.fdatasync / n, r->c.syncfs / n,
 	       r->sectors < 0 ? -1.0 : r->sectors * 512.0 / (n * (double)w->payload),
 	       r->rss_kib / 1024.0,
-	       r->cpu_ticks < 0 || tick <= 0 ? -1.0 : r->cpu_ticks * 1e6 / tick / n);
+	       r->cpu_ticks < 0 || tick <= 0 ? -1.0 : r->cpu_ticks * 1e6 / tick / n,
+	       r->dev_ms < 0 ? -1.0 : r->dev_ms * 1e3 / n);
 	fflush(stdout);
 }
 

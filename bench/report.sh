@@ -8,6 +8,12 @@ TSV=$OUT/results.tsv
 NCPU=$(sed -n 's/^- cpu: \([0-9]*\) x.*/\1/p' "$OUT/machine.md" 2>/dev/null || true)
 NCPU=${NCPU:-$(nproc)}
 [ -s "$TSV" ] || { echo "report.sh: no results in $TSV" >&2; exit 1; }
+# The e8/e1 that e8 would reach with n resources (CPUs, or a device that
+# serves one request at a time) always busy, each transaction costing e8's
+# measured time of them: cost (us/tx) and e1's tx/s; n/a where unknown.
+BOUND='function xbound(n, cost, e1) {
+	return (n > 0 && cost > 0 && e1 > 0) ? sprintf("%.2f", n * 1e6 / cost / e1) : "n/a" }'
+
 desc() {
 	case $1 in
 	a) echo "4 files x 4 KiB overwrite + 1 xattr each" ;;
@@ -36,24 +42,24 @@ desc() {
 	echo
 	echo "## Targets"
 	echo
-	awk -F'\t' -v ncpu="$NCPU" '
+	awk -F'\t' -v ncpu="$NCPU" "$BOUND"'
 	{ k = $1 SUBSEP $2 SUBSEP $3; med[k] = $5; tps[k] = $7
 	  bar[k] = $8 + $9 + $10; rss[k] = $12; cpu[k] = NF >= 13 ? $13 : -1
+	  dev[k] = NF >= 14 ? $14 : -1
 	  if (!seen[$1]++) fs[++nfs] = $1 }
 	function r(x, y) { return (x > 0 && y > 0) ? sprintf("%.2f", x / y) : "n/a" }
-	# e8/e1 with every CPU busy at the CPU cost per transaction of e8
-	function bound(f, m,  c, a) { c = cpu[f SUBSEP "e8" SUBSEP m]; a = tps[f SUBSEP "e1" SUBSEP m]
-	  return (ncpu > 0 && c > 0 && a > 0) ? sprintf("%.2f", ncpu * 1e6 / c / a) : "n/a" }
+	function bound(f, m) { return xbound(ncpu, cpu[f SUBSEP "e8" SUBSEP m], tps[f SUBSEP "e1" SUBSEP m]) }
+	function dbound(f, m) { return xbound(1, dev[f SUBSEP "e8" SUBSEP m], tps[f SUBSEP "e1" SUBSEP m]) }
 	function us(x) { return x > 0 ? sprintf("%.0f", x) : "n/a" }
 	END {
-	  print "| fs | (a) fstx x rename (goal >= 5) | (a) fstx-wal x rename | (a) fstx / sqlite-wal (goal <= 1.0) | (a) fstx-wal / sqlite-wal | barriers per fstx tx, max (goal <= 3) | per fstx-wal tx, max | e8/e1 fstx throughput (goal >= 4) | e8/e1 fstx-wal (CPU bound) | (a) fstx-crash / raw (goal <= 1.5) | (a) fstx-wal-crash / raw | (a) fstx-lazy / raw (goal <= 1.5): median, throughput | fstx RSS MiB: c (100 files) / f (10000) |"
+	  print "| fs | (a) fstx x rename (goal >= 5) | (a) fstx-wal x rename | (a) fstx / sqlite-wal (goal <= 1.0) | (a) fstx-wal / sqlite-wal | barriers per fstx tx, max (goal <= 3) | per fstx-wal tx, max | e8/e1 fstx throughput (goal >= 4) | e8/e1 fstx-wal (CPU bound, device bound) | (a) fstx-crash / raw (goal <= 1.5) | (a) fstx-wal-crash / raw | (a) fstx-lazy / raw (goal <= 1.5): median, throughput | fstx RSS MiB: c (100 files) / f (10000) |"
 	  print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	  for (i = 1; i <= nfs; i++) {
 	    f = fs[i]; mx = 0; mw = 0
 	    for (k in bar) { split(k, p, SUBSEP)
 	      if (p[1] == f && p[3] == "fstx" && bar[k] > mx) mx = bar[k]
 	      if (p[1] == f && p[3] == "fstx-wal" && bar[k] > mw) mw = bar[k] }
-	    printf "| %s | %s | %s | %s | %s | %.2f | %.2f | %s | %s (%s) | %s | %s | %s, %s | %s / %s |\n", f,
+	    printf "| %s | %s | %s | %s | %s | %.2f | %.2f | %s | %s (%s, %s) | %s | %s | %s, %s | %s / %s |\n", f,
 	      r(med[f SUBSEP "a" SUBSEP "rename"], med[f SUBSEP "a" SUBSEP "fstx"]),
 	      r(med[f SUBSEP "a" SUBSEP "rename"], med[f SUBSEP "a" SUBSEP "fstx-wal"]),
 	      r(med[f SUBSEP "a" SUBSEP "fstx"], med[f SUBSEP "a" SUBSEP "sqlite-wal"]),
@@ -61,7 +67,7 @@ desc() {
 	      mx, mw,
 	      r(tps[f SUBSEP "e8" SUBSEP "fstx"], tps[f SUBSEP "e1" SUBSEP "fstx"]),
 	      r(tps[f SUBSEP "e8" SUBSEP "fstx-wal"], tps[f SUBSEP "e1" SUBSEP "fstx-wal"]),
-	      bound(f, "fstx-wal"),
+	      bound(f, "fstx-wal"), dbound(f, "fstx-wal"),
 	      r(med[f SUBSEP "a" SUBSEP "fstx-crash"], med[f SUBSEP "a" SUBSEP "raw"]),
 	      r(med[f SUBSEP "a" SUBSEP "fstx-wal-crash"], med[f SUBSEP "a" SUBSEP "raw"]),
 	      r(med[f SUBSEP "a" SUBSEP "fstx-lazy"], med[f SUBSEP "a" SUBSEP "raw"]),
@@ -75,15 +81,19 @@ desc() {
 	  print "e8/e1 that e8 would reach with every CPU busy at its measured CPU cost per"
 	  print "transaction: e8/e1 cannot pass it unless that cost falls. (/proc/stat counts"
 	  print "clock ticks, 10 ms here: e1 runs of a few hundred transactions read coarse, n/a"
-	  print "where no tick fell in them.)"
+	  print "where no tick fell in them.) Device us/tx is the time the filesystem'"'"'s block"
+	  print "device had I/O in flight (io_ticks, counted in ms) per transaction; the"
+	  print "device bound is the e8/e1 that e8 would reach with the device always busy at"
+	  print "e8'"'"'s device time per transaction (a loop device serves one request at a time)."
 	  print ""
-	  print "| fs | method | e1 tx/s | e8 tx/s | e8/e1 | e1 CPU us/tx | e8 CPU us/tx | CPU bound |"
-	  print "|---|---|---|---|---|---|---|---|"
+	  print "| fs | method | e1 tx/s | e8 tx/s | e8/e1 | e1 CPU us/tx | e8 CPU us/tx | CPU bound | e1 device us/tx | e8 device us/tx | device bound |"
+	  print "|---|---|---|---|---|---|---|---|---|---|---|"
 	  split("raw-fsync rename sqlite-wal sqlite-del fstx fstx-crash fstx-wal fstx-wal-crash fstx-lazy", ms, " ")
 	  for (i = 1; i <= nfs; i++) for (j = 1; j <= 9; j++) {
 	    a = tps[fs[i] SUBSEP "e1" SUBSEP ms[j]]; b = tps[fs[i] SUBSEP "e8" SUBSEP ms[j]]
-	    if (a != "" && b != "") printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", fs[i], ms[j], a, b, r(b, a),
-	      us(cpu[fs[i] SUBSEP "e1" SUBSEP ms[j]]), us(cpu[fs[i] SUBSEP "e8" SUBSEP ms[j]]), bound(fs[i], ms[j])
+	    if (a != "" && b != "") printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", fs[i], ms[j], a, b, r(b, a),
+	      us(cpu[fs[i] SUBSEP "e1" SUBSEP ms[j]]), us(cpu[fs[i] SUBSEP "e8" SUBSEP ms[j]]), bound(fs[i], ms[j]),
+	      us(dev[fs[i] SUBSEP "e1" SUBSEP ms[j]]), us(dev[fs[i] SUBSEP "e8" SUBSEP ms[j]]), dbound(fs[i], ms[j])
 	  }
 	}' "$TSV"
 	if [ -s "$OUT/results-flush.tsv" ]; then
@@ -98,14 +108,14 @@ desc() {
 		echo
 		echo "| fs | method | e1 tx/s | e8 tx/s | e8/e1 | e8 barriers per tx | CPU bound |"
 		echo "|---|---|---|---|---|---|---|"
-		awk -F'\t' -v ncpu="$NCPU" '
+		awk -F'\t' -v ncpu="$NCPU" "$BOUND"'
 		{ k = $1 SUBSEP $3; if ($2 == "e1") a[k] = $7
 		  if ($2 == "e8") { b[k] = $7; bar[k] = $8 + $9 + $10; c[k] = NF >= 13 ? $13 : -1 }
 		  if (!s[k]++) key[++n] = k }
 		END { for (i = 1; i <= n; i++) { k = key[i]; split(k, p, SUBSEP)
 		  if (a[k] > 0 && b[k] > 0)
 		    printf "| %s | %s | %s | %s | %.2f | %.2f | %s |\n", p[1], p[2], a[k], b[k], b[k] / a[k], bar[k],
-		      (ncpu > 0 && c[k] > 0) ? sprintf("%.2f", ncpu * 1e6 / c[k] / a[k]) : "n/a" } }' \
+		      xbound(ncpu, c[k], a[k]) } }' \
 			"$OUT/results-flush.tsv"
 	fi
 	for w in $(cut -f2 "$TSV" | awk '!s[$0]++'); do

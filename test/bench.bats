@@ -22,9 +22,12 @@ field() {
 	mkdir -p "$D/work"
 	"$BENCH" -s 0.05 -r 1 -w a,c -t t "$D/work" >"$D/out.tsv"
 	[ "$(wc -l <"$D/out.tsv")" -eq 20 ]
-	awk -F'\t' 'NF != 13 { exit 1 }' "$D/out.tsv"
-	# CPU time per transaction: measured (from /proc/stat), not -1
+	awk -F'\t' 'NF != 14 { exit 1 }' "$D/out.tsv"
+	# CPU time per transaction: measured (from /proc/stat), not -1; the
+	# device's busy time: measured where the directory is on a block
+	# device with a stat file, else -1
 	awk -F'\t' '!($13 >= 0) { exit 1 }' "$D/out.tsv"
+	awk -F'\t' '!($14 >= 0 || $14 == -1) { exit 1 }' "$D/out.tsv"
 	# (a): 4 files, each fsynced; the rename pattern adds one directory
 	[ "$(field a raw 8)" = 0.00 ]
 	[ "$(field a raw-fsync 8)" = 4.00 ]
@@ -119,18 +122,26 @@ field() {
 	run -1 bash "$BATS_TEST_DIRNAME/../bench/report.sh" "$D/empty"
 }
 
-@test "report.sh: the CPU bound of e8/e1 from CPU time per transaction" {
+@test "report.sh: the CPU and device bounds of e8/e1 from costs per transaction" {
 	mkdir -p "$D/res"
 	# e8 costs 600 us of CPU per transaction: 2 CPUs run at most 3333 tx/s,
-	# 3.33 times e1's 1000
-	printf 'fsZ\te1\tfstx-wal\t100\t1.000\t2.000\t1000.0\t0.00\t1.00\t0.00\t1.00\t9.9\t500.0\n' >"$D/res/results.tsv"
-	printf 'fsZ\te8\tfstx-wal\t800\t2.000\t4.000\t3000.0\t0.00\t0.20\t0.00\t1.00\t9.9\t600.0\n' >>"$D/res/results.tsv"
+	# 3.33 times e1's 1000; and 250 us of the device's time: a device always
+	# busy serves at most 4000 tx/s, 4.00 times e1's
+	printf 'fsZ\te1\tfstx-wal\t100\t1.000\t2.000\t1000.0\t0.00\t1.00\t0.00\t1.00\t9.9\t500.0\t700.0\n' >"$D/res/results.tsv"
+	printf 'fsZ\te8\tfstx-wal\t800\t2.000\t4.000\t3000.0\t0.00\t0.20\t0.00\t1.00\t9.9\t600.0\t250.0\n' >>"$D/res/results.tsv"
 	echo "- cpu: 2 x Test CPU" >"$D/res/machine.md"
 	run -0 bash "$BATS_TEST_DIRNAME/../bench/report.sh" "$D/res"
-	grep -q '^| fsZ | fstx-wal | 1000.0 | 3000.0 | 3.00 | 500 | 600 | 3.33 |$' "$D/res/README.md"
-	grep -q '| 3.00 (3.33) |' "$D/res/README.md"
-	# results of an older fstxbench (no CPU column): n/a, not a figure
-	cut -f1-12 "$D/res/results.tsv" >"$D/res/r12" && mv "$D/res/r12" "$D/res/results.tsv"
+	grep -q '^| fsZ | fstx-wal | 1000.0 | 3000.0 | 3.00 | 500 | 600 | 3.33 | 700 | 250 | 4.00 |$' "$D/res/README.md"
+	grep -q '| 3.00 (3.33, 4.00) |' "$D/res/README.md"
+	# a device that is not measured (-1): n/a, not a figure
+	sed -i 's/\t250\.0$/\t-1.0/' "$D/res/results.tsv"
 	run -0 bash "$BATS_TEST_DIRNAME/../bench/report.sh" "$D/res"
-	grep -q '^| fsZ | fstx-wal | 1000.0 | 3000.0 | 3.00 | n/a | n/a | n/a |$' "$D/res/README.md"
+	grep -q '^| fsZ | fstx-wal | 1000.0 | 3000.0 | 3.00 | 500 | 600 | 3.33 | 700 | n/a | n/a |$' "$D/res/README.md"
+	# results of older fstxbenches (no device column, no CPU column)
+	for n in 13 12; do
+		cut -f1-$n "$D/res/results.tsv" >"$D/res/r" && mv "$D/res/r" "$D/res/results.tsv"
+		run -0 bash "$BATS_TEST_DIRNAME/../bench/report.sh" "$D/res"
+		grep -q '| 3.00 (3.33, n/a) |\|| 3.00 (n/a, n/a) |' "$D/res/README.md"
+	done
+	grep -q '^| fsZ | fstx-wal | 1000.0 | 3000.0 | 3.00 | n/a | n/a | n/a | n/a | n/a | n/a |$' "$D/res/README.md"
 }
