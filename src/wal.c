@@ -1713,6 +1713,8 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 	}
 	r = rs < 0 ? rs : r;
 	glock(d, F_UNLCK, G_Q, 0); /* first: the waiters it wakes find it free */
+	glock(d, F_UNLCK, bar, 0);
+	return r;
 out_bar:
 	glock(d, F_UNLCK, bar, 0);
 out_q:
