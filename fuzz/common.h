@@ -102,6 +102,27 @@ static inline char *fz_path_in(const char *rel)
 	return p;
 }
 
+/* Everything under the domain's .fstx/ but the log and its notes, as text. */
+static inline char *fz_meta_snap(void)
+{
+	char *m = fz_path_in(""), *s, *o, *w;
+
+	s = t_snapshot(m);
+	free(m);
+	for (o = w = s; *o;) { /* drop the lines of wal and walsync */
+		char *e = strchr(o, '\n');
+		size_t l = e ? (size_t)(e - o + 1) : strlen(o);
+
+		if (strncmp(o, "wal ", 4) && strncmp(o, "walsync ", 8)) {
+			memmove(w, o, l);
+			w += l;
+		}
+		o += l;
+	}
+	*w = 0;
+	return s;
+}
+
 static inline void fz_write_file(const char *p, const unsigned char *b, size_t n)
 {
 	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);

@@ -127,31 +127,6 @@ static void busy_hint(const unsigned char *log, size_t n)
 	free(p);
 }
 
-/* Everything under .fstx/ but the log and its hint, as text. */
-static char *meta_snap(void)
-{
-	char *m = fz_path_in(""), *s;
-
-	s = t_snapshot(m);
-	free(m);
-	{ /* drop the lines of wal and walsync */
-		char *o = s, *w = s;
-
-		while (*o) {
-			char *e = strchr(o, '\n');
-			size_t l = e ? (size_t)(e - o + 1) : strlen(o);
-
-			if (strncmp(o, "wal ", 4) && strncmp(o, "walsync ", 8)) {
-				memmove(w, o, l);
-				w += l;
-			}
-			o += l;
-		}
-		*w = 0;
-	}
-	return s;
-}
-
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
@@ -210,7 +185,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	free(j);
 	free(base);
 	pre = t_snapshot(fz_dom);
-	m0 = meta_snap();
+	m0 = fz_meta_snap();
 	if (!same_boot)
 		fstx_os.boot_id = other_boot;
 	FZ_CHECK(fstx_domain_open(fz_dom, &d) == 0, "open");
@@ -218,7 +193,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	fstx_domain_close(d);
 	fstx_os = fstx_os_libc;
 	post = t_snapshot(fz_dom);
-	m1 = meta_snap();
+	m1 = fz_meta_snap();
 	FZ_CHECK(!strcmp(m0, m1), "recovery of a log changed .fstx/ beyond the log");
 	if (!damaged)
 		FZ_CHECK(r >= 0 && !strcmp(post, committed),

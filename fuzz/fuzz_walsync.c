@@ -32,27 +32,7 @@ static const char *const pre_tx[] = {
 	"option wal\nopen 0 b O_WRONLY\npwrite 0 \"bee\" 2\n",
 };
 static const char tx[] = "option wal\nopen 0 a O_RDWR\npwrite 0 \"ZZZZ\" 1\n";
-
-/* Everything under .fstx/ but the log and its notes, as text. */
-static char *meta_snap(void)
-{
-	char *m = fz_path_in(""), *s, *o, *w;
-
-	s = t_snapshot(m);
-	free(m);
-	for (o = w = s; *o;) {
-		char *e = strchr(o, '\n');
-		size_t l = e ? (size_t)(e - o + 1) : strlen(o);
-
-		if (strncmp(o, "wal ", 4) && strncmp(o, "walsync ", 8)) {
-			memmove(w, o, l);
-			w += l;
-		}
-		o += l;
-	}
-	*w = 0;
-	return s;
-}
+static int once; /* the file size limit set, the scratch area chosen */
 
 /* The salt of the log's header (struct wfile: magic 8, version 4, 4). */
 static void log_salt(unsigned char salt[8])
@@ -121,22 +101,23 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	if (!getenv("FSTX_FUZZ_DIR") && access("/var/tmp", W_OK) == 0)
-		setenv("FSTX_FUZZ_DIR", "/var/tmp", 0);
-	fz_setup();
-	{
+	if (!once) {
 		/* a forged END may send an append far out: EFBIG, not SIGXFSZ */
 		struct rlimit rl = { 64u << 20, 64u << 20 };
 
+		if (!getenv("FSTX_FUZZ_DIR") && access("/var/tmp", W_OK) == 0)
+			setenv("FSTX_FUZZ_DIR", "/var/tmp", 0);
 		signal(SIGXFSZ, SIG_IGN);
 		setrlimit(RLIMIT_FSIZE, &rl);
+		once = 1;
 	}
+	fz_setup();
 	free(fz_fresh_domain());
 	for (size_t i = 0; i < sizeof(pre_tx) / sizeof(pre_tx[0]); i++)
 		if (fz_run_text(pre_tx[i]) != 0)
 			abort();
 	forge(data, size);
-	m0 = meta_snap();
+	m0 = fz_meta_snap();
 	r = fz_run_text(tx);
 	if (r == 0) {
 		char *p;
@@ -154,7 +135,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	FZ_CHECK(fstx_status(d, &st) == 0 && !st.hot && !st.wedged,
 		 "journal left hot or wedged");
 	fstx_domain_close(d);
-	m1 = meta_snap();
+	m1 = fz_meta_snap();
 	FZ_CHECK(!strcmp(m0, m1), ".fstx/ changed beyond the log and its notes");
 	fz_check_outside();
 	free(m0);
