@@ -1524,8 +1524,9 @@ static const unsigned char zero_hdr[sizeof(struct wrec)];
  * with a CRC-32C (a note that fails it is no note): (salt, end), every
  * record below end is durable; the barrier under way (its generation and
  * target, while active); how many writers are in here, not yet covered,
- * and how many were when the last barrier ended.  A syncer whose record a barrier covered returns at
- * once: it reads the notes without the lock first, and takes their (salt,
+ * and how many were when the last barrier ended.  A syncer whose record a
+ * barrier covered returns at once: it reads the notes without the lock
+ * first, and takes their (salt,
  * end) where the CRC holds (a note being written fails it, and an older
  * note that says covered said the truth); one that finds a barrier under
  * way waits for it on that barrier's byte (held by its syncer throughout,
