@@ -1526,25 +1526,25 @@ static const unsigned char zero_hdr[sizeof(struct wrec)];
  * target, while active); how many writers are in here, not yet covered,
  * and how many were when the last barrier ended.  A syncer whose record a
  * barrier covered returns at once: it reads the notes without the lock
- * first, and takes their (salt,
- * end) where the CRC holds (a note being written fails it, and an older
- * note that says covered said the truth); one that finds a barrier under
- * way waits for it on that barrier's byte (held by its syncer throughout,
- * so a shared lock there is granted when it ends, with G_Q free
- * meanwhile: a writer covered by one barrier never waits out the next),
- * then looks again; else it becomes the syncer: it may gather (gather()),
- * then reads the log's end from the hint and syncs, so its barrier covers
- * every record written before it began.  A syncer ends its barrier with
- * the notes written and G_Q free before it frees the barrier's byte, so
- * the writers it wakes find themselves covered without a lock.
- * Generations alternate between two bytes, so the next barrier never
- * holds the byte a late waiter wants.  A syncer's locks die with it: an
- * active note whose byte is free (a trial lock succeeds under G_Q) was
- * left by a dead syncer.  The counts only tune gathering: a covered
- * writer leaves without counting itself out; a barrier's end takes out
- * the writers counted when it began (their records were written first,
- * so it covered them), and writers counted during it stay until the next
- * barrier ends, as do those that die in here.
+ * first, and takes their (salt, end) where the CRC holds (a note being
+ * written fails it, and an older note that says covered said the truth);
+ * one that finds a barrier under way waits for it on that barrier's byte
+ * (held by its syncer throughout, so a shared lock there is granted when
+ * it ends, with G_Q free meanwhile: a writer covered by one barrier never
+ * waits out the next), then looks again; else it becomes the syncer: it
+ * may gather (gather()), then reads the log's end from the hint and
+ * syncs, so its barrier covers every record written before it began.  A
+ * syncer ends its barrier with the notes written and G_Q free before it
+ * frees the barrier's byte, so the writers it wakes find themselves
+ * covered without a lock.  Generations alternate between two bytes, so
+ * the next barrier never holds the byte a late waiter wants.  A syncer's
+ * locks die with it: an active note whose byte is free (a trial lock
+ * succeeds under G_Q) was left by a dead syncer.  The counts only tune
+ * gathering: a covered writer leaves without counting itself out; a
+ * barrier's end takes out the writers counted when it began (their
+ * records were written first, so it covered them), and writers counted
+ * during it stay until the next barrier ends, as do those that die in
+ * here.
  */
 #define G_Q 0        /* byte lock: the notes */
 #define G_BAR 1      /* + gen % 2: the barrier of that generation */
