@@ -1522,8 +1522,8 @@ static const unsigned char zero_hdr[sizeof(struct wrec)];
  * syncers of a domain meet at the head of .fstx/walsync, which holds
  * page-cache notes of this boot, written only under the byte lock G_Q,
  * with a CRC-32C (a note that fails it is no note): (salt, end), every
- * record below end is durable; the barrier under way (its generation and
- * target, while active); how many writers are in here, not yet covered,
+ * record below end is durable; the barrier under way (its generation,
+ * while active); how many writers are in here, not yet covered,
  * and how many were when the last barrier ended.  A syncer whose record a
  * barrier covered returns at once: it reads the notes without the lock
  * first, and takes their (salt, end) where the CRC holds (a note being
@@ -1561,8 +1561,7 @@ static const unsigned char zero_hdr[sizeof(struct wrec)];
 
 struct gnote {
 	uint64_t salt, end;       /* durable below end */
-	uint64_t bsalt, btarget;  /* the barrier under way (target ~0: gathering) */
-	uint32_t gen, active;
+	uint32_t gen, active;     /* the barrier under way, while active */
 	uint32_t waiting;         /* writers in group_sync, not yet covered */
 	uint32_t peak;            /* waiting when the last barrier ended */
 	uint32_t bar_us;          /* its length */
@@ -1677,9 +1676,7 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 	bar = G_BAR + g.gen % 2;
 	if ((r = glock(d, F_WRLCK, bar, 1)) < 0)
 		goto out_q;
-	g.bsalt = salt;
-	g.btarget = UINT64_MAX; /* those who come meanwhile wait for it */
-	g.active = 1;
+	g.active = 1; /* those who come meanwhile wait for it */
 	g.covering = g.waiting;
 	gathering = g.peak >= G_GATHER && g.waiting < g.peak && g.bar_us >= G_GATHER_MIN;
 	if ((r = note_write(d, &g)) < 0)

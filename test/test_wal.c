@@ -1301,7 +1301,7 @@ static void group_syncer_dies(void **state)
 
 /* The group-commit notes at the head of .fstx/walsync (wal.c, struct gnote). */
 struct gnote_t {
-	uint64_t salt, end, bsalt, btarget;
+	uint64_t salt, end;
 	uint32_t gen, active, waiting, peak, bar_us, covering, crc;
 };
 
