@@ -16,7 +16,7 @@
 
 int fstx_domain_openfd(int dirfd, fstx_domain **out)
 {
-	fstx_domain *d = calloc(1, sizeof(*d));
+	fstx_domain *d = fx_calloc(1, sizeof(*d));
 	int r;
 
 	if (!d)
@@ -196,7 +196,7 @@ int fstx_tx_new(fstx_domain *d, fstx_tx **out)
 
 	if (!d || !out)
 		return -EINVAL;
-	tx = calloc(1, sizeof(*tx));
+	tx = fx_calloc(1, sizeof(*tx));
 	if (!tx)
 		return -ENOMEM;
 	tx->d = d;
@@ -226,14 +226,14 @@ int64_t fx_tx_keep(fstx_tx *tx, const void *p, size_t n)
 
 	if (tx->nstrs == tx->cstrs) {
 		size_t cap = tx->cstrs ? 2 * tx->cstrs : 16;
-		char **ns = realloc(tx->strs, cap * sizeof(*ns));
+		char **ns = fx_realloc(tx->strs, cap * sizeof(*ns));
 
 		if (!ns)
 			return -1;
 		tx->strs = ns;
 		tx->cstrs = cap;
 	}
-	c = malloc(n + 1);
+	c = fx_malloc(n + 1);
 	if (!c)
 		return -1;
 	memcpy(c, p, n);
@@ -255,7 +255,7 @@ static struct btrfs_ioctl_usertrans_op *add(fstx_tx *tx, uint64_t opn)
 		return NULL;
 	if (tx->nops == tx->cops) {
 		size_t n = tx->cops ? 2 * tx->cops : 16;
-		void *np = realloc(tx->ops, n * sizeof(*tx->ops));
+		void *np = fx_realloc(tx->ops, n * sizeof(*tx->ops));
 
 		if (!np)
 			return NULL;
@@ -296,8 +296,8 @@ int fstx_tx_open(fstx_tx *tx, const char *path, int flags, mode_t mode)
 
 	if (!tx)
 		return -EINVAL;
-	if (!tx->live && (!(tx->live = calloc(FSTX_MAX_FDS, 1)) ||
-			  !(tx->freefds = malloc(FSTX_MAX_FDS * sizeof(int))))) {
+	if (!tx->live && (!(tx->live = fx_calloc(FSTX_MAX_FDS, 1)) ||
+			  !(tx->freefds = fx_malloc(FSTX_MAX_FDS * sizeof(int))))) {
 		free(tx->live);
 		tx->live = NULL;
 		return -ENOMEM;

@@ -327,7 +327,7 @@ int fx_parent(struct fstx_domain *d, const char *p, const char **name)
 		return fstx_os.dup(d->root);
 	}
 	*name = slash + 1;
-	dir = strndup(p, (size_t)(slash - p));
+	dir = fx_strndup(p, (size_t)(slash - p));
 	if (!dir)
 		return -ENOMEM;
 	fd = fstx_os.openat2(d->root, dir, O_PATH | O_DIRECTORY, 0, FX_RESOLVE);

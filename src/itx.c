@@ -115,7 +115,7 @@ static int read_base(struct fstx_domain *d, const char *ipath,
 	if ((r = fstx_os.fstat(fd, &st)) < 0)
 		goto out;
 	r = -ENOMEM;
-	if (!(*buf = malloc((size_t)st.st_size + 1)))
+	if (!(*buf = fx_malloc((size_t)st.st_size + 1)))
 		goto out;
 	while (got < (size_t)st.st_size) {
 		ssize_t n = fstx_os.pread(fd, *buf + got, (size_t)st.st_size - got,
@@ -169,7 +169,7 @@ static int replay(const struct plan *P, int64_t obj, unsigned char **buf,
 		if (end > SIZE_MAX / 2)
 			return -EFBIG;
 		if (op->op == BTRFS_IOC_UT_OP_TRUNCATE || end > *len) {
-			unsigned char *nb = realloc(*buf, (size_t)end + 1);
+			unsigned char *nb = fx_realloc(*buf, (size_t)end + 1);
 
 			if (!nb)
 				return -ENOMEM;
@@ -217,14 +217,14 @@ static int overlay(fstx_tx *tx, const char *path, int *kind,
 	*kind = n.state == N_ABSENT ? K_NONE : n.kind;
 	if (n.state == N_INIT) {
 		seen->kind = n.kind;
-		if (!(seen->ipath = strdup(n.ipath))) {
+		if (!(seen->ipath = fx_strdup(n.ipath))) {
 			r = -ENOMEM;
 			goto out_node;
 		}
 		if (n.kind == K_FILE) {
 			if ((r = read_base(tx->d, n.ipath, data, len)) < 0)
 				goto out_node;
-			if (!(seen->base = malloc(*len + 1))) {
+			if (!(seen->base = fx_malloc(*len + 1))) {
 				r = -ENOMEM;
 				goto out_node;
 			}
@@ -235,7 +235,7 @@ static int overlay(fstx_tx *tx, const char *path, int *kind,
 		   fx_lstat(tx->d, cpath, &st) == -ENOENT) {
 		/* absent from the start, not removed by the transaction */
 		seen->kind = K_NONE;
-		if (!(seen->ipath = strdup(cpath)))
+		if (!(seen->ipath = fx_strdup(cpath)))
 			r = -ENOMEM;
 	}
 	if (r == 0 && n.state != N_ABSENT && n.kind == K_FILE)

@@ -137,7 +137,7 @@ static void rec_put(struct jw *w, const void *p, size_t n)
 
 		while (cap < w->rlen + n)
 			cap *= 2;
-		nb = realloc(w->rec, cap);
+		nb = fx_realloc(w->rec, cap);
 		if (!nb) {
 			w->err = -ENOMEM;
 			return;
@@ -436,8 +436,8 @@ int fx_journal_write(struct fstx_domain *d, const struct fx_step *steps,
 
 	if (getrandom(&d->txid, sizeof(d->txid), 0) != sizeof(d->txid))
 		d->txid ^= (uint64_t)(uintptr_t)&w ^ (uint64_t)nops;
-	w.buf = malloc(w.cap);
-	chunk = malloc(J_CHUNK > FSTX_MAX_XATTR ? J_CHUNK : FSTX_MAX_XATTR);
+	w.buf = fx_malloc(w.cap);
+	chunk = fx_malloc(J_CHUNK > FSTX_MAX_XATTR ? J_CHUNK : FSTX_MAX_XATTR);
 	if (!w.buf || !chunk) {
 		r = -ENOMEM;
 		goto out;
@@ -591,7 +591,7 @@ static char *getstr(struct cur *c, int may_be_empty, int relative)
 		c->bad = 1;
 		return NULL;
 	}
-	s = strndup((const char *)p, len);
+	s = fx_strndup((const char *)p, len);
 	if (!s)
 		c->bad = 1;
 	return s;
@@ -636,7 +636,7 @@ static int add_step(struct jr *j, struct cur *c)
 	}
 	if (j->nsteps == j->csteps) {
 		size_t cap = j->csteps ? 2 * j->csteps : 16;
-		struct fx_step *ns = realloc(j->steps, cap * sizeof(*ns));
+		struct fx_step *ns = fx_realloc(j->steps, cap * sizeof(*ns));
 
 		if (!ns) {
 			free(s.src);
@@ -655,7 +655,7 @@ static int add_rec(struct jr *j, uint16_t type, off_t off, uint32_t len)
 {
 	if (j->nrecs == j->crecs) {
 		size_t cap = j->crecs ? 2 * j->crecs : 16;
-		struct jrec *nr = realloc(j->recs, cap * sizeof(*nr));
+		struct jrec *nr = fx_realloc(j->recs, cap * sizeof(*nr));
 
 		if (!nr)
 			return -ENOMEM;
@@ -1059,7 +1059,7 @@ int fx_recover_mode(struct fstx_domain *d, int ignore_commit)
 	}
 	if (r < 0)
 		return r;
-	j.buf = malloc(J_MAXREC);
+	j.buf = fx_malloc(J_MAXREC);
 	if (!j.buf)
 		return -ENOMEM;
 	complete = journal_load(&j);

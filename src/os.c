@@ -1,7 +1,7 @@
 /*
  * os.c - the only source file of libfstx that calls libc for file and
- * directory I/O.  Each wrapper converts the -1/errno convention into
- * -errno and retries EINTR where the call is restartable.
+ * directory I/O, and for memory.  Each wrapper converts the -1/errno
+ * convention into -errno and retries EINTR where the call is restartable.
  */
 #define _GNU_SOURCE
 #include "os.h"
@@ -15,7 +15,10 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -195,6 +198,68 @@ static int os_boot_id(char id[37])
 	return 0;
 }
 
+/* Never 0 bytes: libc may return NULL for them, which reads as failure. */
+static void *os_realloc(void *p, size_t len)
+{
+	return realloc(p, len ? len : 1);
+}
+
+void *fx_malloc(size_t len)
+{
+	return fstx_os.realloc(NULL, len);
+}
+
+void *fx_calloc(size_t n, size_t size)
+{
+	void *p;
+
+	if (size && n > SIZE_MAX / size)
+		return NULL;
+	if ((p = fstx_os.realloc(NULL, n * size)))
+		memset(p, 0, n * size);
+	return p;
+}
+
+void *fx_realloc(void *p, size_t len)
+{
+	return fstx_os.realloc(p, len);
+}
+
+char *fx_strndup(const char *s, size_t len)
+{
+	char *p;
+
+	len = strnlen(s, len);
+	if ((p = fstx_os.realloc(NULL, len + 1))) {
+		memcpy(p, s, len);
+		p[len] = 0;
+	}
+	return p;
+}
+
+char *fx_strdup(const char *s)
+{
+	return fx_strndup(s, SIZE_MAX);
+}
+
+int fx_asprintf(char **out, const char *fmt, ...)
+{
+	va_list ap;
+	char *p;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || !(p = fstx_os.realloc(NULL, (size_t)n + 1)))
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(p, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	*out = p;
+	return n;
+}
+
 /* The libc table; fstx_os starts as a copy of it (a macro: C has no
  * constant struct copies in initializers). */
 #define OS_LIBC { \
@@ -229,6 +294,7 @@ static int os_boot_id(char id[37])
 	.map_ro = os_map_ro, \
 	.unmap = os_unmap, \
 	.boot_id = os_boot_id, \
+	.realloc = os_realloc, \
 }
 
 const struct fstx_os fstx_os_libc = OS_LIBC;

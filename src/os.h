@@ -5,7 +5,8 @@
  * fstx_os (only os.c calls libc for them), so a test can wrap the table to
  * count calls, kill the process before call k, fail call k with EIO or
  * ENOSPC, or record writes for power-loss simulation.  Every entry returns
- * a non-negative value on success and -errno on failure.
+ * a non-negative value on success and -errno on failure (but realloc, which
+ * returns NULL).
  */
 #ifndef FSTX_OS_H
 #define FSTX_OS_H
@@ -62,7 +63,22 @@ struct fstx_os {
 	/* This boot's id (/proc/sys/kernel/random/boot_id, 36 chars + NUL):
 	 * the page cache is the truth only within one boot (wal.c W5). */
 	int (*boot_id)(char id[37]);
+	/* Memory: realloc(3), through which every allocation of the library
+	 * goes (fx_malloc() and its kin below), so that a test fails the k-th
+	 * allocation as it fails the k-th call.  NULL on failure. */
+	void *(*realloc)(void *p, size_t len);
 };
+
+/* The library's allocators: libc's contract, served by fstx_os.realloc;
+ * what they return is freed with free(3).  fx_asprintf() returns -1 on
+ * failure and leaves *out unset. */
+void *fx_malloc(size_t len);
+void *fx_calloc(size_t n, size_t size);
+void *fx_realloc(void *p, size_t len);
+char *fx_strdup(const char *s);
+char *fx_strndup(const char *s, size_t len);
+int fx_asprintf(char **out, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* The live table; tests may replace entries (see test/faultos.c). */
 extern struct fstx_os fstx_os;

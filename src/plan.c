@@ -39,8 +39,8 @@ static void node_free(struct node *n)
 static int node_dup(struct node *dst, const struct node *src)
 {
 	*dst = *src;
-	dst->ipath = src->ipath ? strdup(src->ipath) : NULL;
-	dst->target = src->target ? strdup(src->target) : NULL;
+	dst->ipath = src->ipath ? fx_strdup(src->ipath) : NULL;
+	dst->target = src->target ? fx_strdup(src->target) : NULL;
 	if ((src->ipath && !dst->ipath) || (src->target && !dst->target)) {
 		node_free(dst);
 		return -ENOMEM;
@@ -57,7 +57,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t size)
 		return 0;
 	while (n < need)
 		n *= 2;
-	np = realloc(*p, n * size);
+	np = fx_realloc(*p, n * size);
 	if (!np)
 		return -ENOMEM;
 	*p = np;
@@ -70,8 +70,8 @@ static char *join(const char *a, const char *b)
 	char *s;
 
 	if (!*a)
-		return strdup(b);
-	if (asprintf(&s, "%s/%s", a, b) < 0)
+		return fx_strdup(b);
+	if (fx_asprintf(&s, "%s/%s", a, b) < 0)
 		return NULL;
 	return s;
 }
@@ -107,7 +107,7 @@ static int real_lookup(struct plan *P, const char *ip, struct node *out)
 	if (!P->memo) { /* about two slots per op: small transactions are common */
 		for (P->nmemo = 16; P->nmemo < PLAN_MEMO && P->nmemo < 2 * P->nops;)
 			P->nmemo *= 2;
-		if (!(P->memo = calloc(P->nmemo, sizeof(*P->memo))))
+		if (!(P->memo = fx_calloc(P->nmemo, sizeof(*P->memo))))
 			return -ENOMEM;
 	}
 	m = &P->memo[path_hash(ip, strlen(ip)) & (P->nmemo - 1)];
@@ -117,7 +117,7 @@ static int real_lookup(struct plan *P, const char *ip, struct node *out)
 		return r;
 	free(m->ip);
 	node_free(&m->n);
-	m->ip = strdup(ip);
+	m->ip = fx_strdup(ip);
 	if (!m->ip || node_dup(&m->n, out) < 0) {
 		free(m->ip);
 		m->ip = NULL;
@@ -143,7 +143,7 @@ static int real_lookup_fs(struct plan *P, const char *ip, struct node *out)
 	out->nlink = (uint64_t)st.st_nlink;
 	out->kind = S_ISREG(st.st_mode) ? K_FILE : S_ISDIR(st.st_mode) ? K_DIR
 		  : S_ISLNK(st.st_mode) ? K_LINK : K_OTHER;
-	out->ipath = strdup(ip);
+	out->ipath = fx_strdup(ip);
 	if (!out->ipath)
 		return -ENOMEM;
 	if (out->kind == K_LINK) {
@@ -158,7 +158,7 @@ static int real_lookup_fs(struct plan *P, const char *ip, struct node *out)
 		}
 		if (n >= 0) {
 			buf[n] = 0;
-			out->target = strdup(buf);
+			out->target = fx_strdup(buf);
 			n = out->target ? 0 : -ENOMEM;
 		}
 		if (n < 0) {
@@ -209,7 +209,7 @@ static int index_rebuild(struct plan *P, size_t need)
 	while (cap < 2 * need)
 		cap *= 2;
 	if (cap != P->hcap) {
-		size_t *n = realloc(P->hidx, cap * sizeof(*n));
+		size_t *n = fx_realloc(P->hidx, cap * sizeof(*n));
 
 		if (!n)
 			return -ENOMEM;
@@ -253,7 +253,7 @@ static int lookup(struct plan *P, const char *p, struct node *out)
 		memset(out, 0, sizeof(*out));
 		if (e->n.state != N_INIT || e->n.kind != K_DIR)
 			return 0; /* beneath a new or absent dir: only entries exist */
-		if (asprintf(&ip, "%s%s", e->n.ipath, p + len) < 0)
+		if (fx_asprintf(&ip, "%s%s", e->n.ipath, p + len) < 0)
 			return -ENOMEM;
 		r = real_lookup(P, ip, out);
 		free(ip);
@@ -279,7 +279,7 @@ static int set_ent(struct plan *P, const char *p, struct node *n)
 	if (2 * (P->nents + 1) > P->hcap && (r = index_rebuild(P, P->nents + 1)) < 0)
 		return r;
 	e = &P->ents[P->nents];
-	e->path = strdup(p);
+	e->path = fx_strdup(p);
 	if (!e->path)
 		return -ENOMEM;
 	e->n = *n;
@@ -321,7 +321,7 @@ static int move_under(struct plan *P, const char *from, const char *to)
 
 		if (!under(P->ents[i].path, from, 0))
 			continue;
-		if (asprintf(&np, "%s%s", to, P->ents[i].path + fl) < 0)
+		if (fx_asprintf(&np, "%s%s", to, P->ents[i].path + fl) < 0)
 			return -ENOMEM;
 		free(P->ents[i].path);
 		P->ents[i].path = np;
@@ -388,8 +388,8 @@ static int canon(struct plan *P, const char *path, int follow, char **out)
 		return -EXDEV;
 	if (strnlen(path, PATH_MAX) >= PATH_MAX)
 		return -ENAMETOOLONG;
-	work = strdup(path);
-	cur = strdup("");
+	work = fx_strdup(path);
+	cur = fx_strdup("");
 	if (!work || !cur) {
 		r = -ENOMEM;
 		goto fail;
@@ -454,8 +454,8 @@ static int canon(struct plan *P, const char *path, int follow, char **out)
 				node_free(&n);
 				goto fail;
 			}
-			if (asprintf(&nw, "%s%s%s", n.target, w ? "/" : "",
-				     w ? w : "") < 0) {
+			if (fx_asprintf(&nw, "%s%s%s", n.target, w ? "/" : "",
+					w ? w : "") < 0) {
 				node_free(&n);
 				r = -ENOMEM;
 				goto fail;
@@ -504,9 +504,9 @@ static int add_step(struct plan *P, size_t op, uint32_t kind, uint32_t mode,
 		return r;
 	s = &P->steps[P->nsteps];
 	*s = (struct fx_step){ .kind = kind, .mode = mode, .op = (uint32_t)op };
-	s->src = src ? strdup(src) : NULL;
-	s->dst = strdup(dst);
-	s->aux = aux ? strdup(aux) : NULL;
+	s->src = src ? fx_strdup(src) : NULL;
+	s->dst = fx_strdup(dst);
+	s->aux = aux ? fx_strdup(aux) : NULL;
 	if ((src && !s->src) || !s->dst || (aux && !s->aux)) {
 		free(s->src);
 		free(s->dst);
@@ -538,7 +538,7 @@ static int cap_of(struct plan *P, const struct node *n)
 		return r;
 	c = &P->caps[P->ncaps];
 	memset(c, 0, sizeof(*c));
-	c->ipath = strdup(n->ipath);
+	c->ipath = fx_strdup(n->ipath);
 	if (!c->ipath)
 		return -ENOMEM;
 	c->ino = n->ino;
@@ -629,7 +629,7 @@ static int cap_xattr(struct plan *P, int ci, const char *name)
 		 sizeof(*c->xnames));
 	if (r < 0)
 		return r;
-	c->xnames[c->nxnames] = strdup(name);
+	c->xnames[c->nxnames] = fx_strdup(name);
 	if (!c->xnames[c->nxnames])
 		return -ENOMEM;
 	c->nxnames++;
@@ -761,7 +761,7 @@ static int plan_create(struct plan *P, size_t i, const char *p, int kind,
 	    (r = add_step(P, i, FX_ST_MOVE, 0, tmp, p, NULL)) < 0)
 		return r;
 	if (aux) {
-		n.target = strdup(aux);
+		n.target = fx_strdup(aux);
 		if (!n.target)
 			return -ENOMEM;
 	}
@@ -1144,7 +1144,7 @@ static int same_data(int fd, const unsigned char *want, uint64_t len)
 
 static int same_xattr(int fd, const char *name, const void *want, size_t len)
 {
-	char *buf = malloc(FSTX_MAX_XATTR + 1);
+	char *buf = fx_malloc(FSTX_MAX_XATTR + 1);
 	ssize_t got;
 
 	if (!buf)
@@ -1225,8 +1225,8 @@ int fx_plan_build(struct plan *P)
 {
 	int r;
 
-	P->pops = calloc(P->nops ? P->nops : 1, sizeof(*P->pops));
-	P->slots = calloc(P->nfds ? P->nfds : FSTX_MAX_FDS, sizeof(*P->slots));
+	P->pops = fx_calloc(P->nops ? P->nops : 1, sizeof(*P->pops));
+	P->slots = fx_calloc(P->nfds ? P->nfds : FSTX_MAX_FDS, sizeof(*P->slots));
 	if (!P->pops || !P->slots)
 		return -ENOMEM;
 	P->failed_op = -1;

@@ -152,7 +152,7 @@ int fx_validate_why(const struct btrfs_ioctl_usertrans *ut, uint64_t *bad,
 	if ((ut->flags & FSTX_UT_LAZY) && (ut->flags & FSTX_UT_NOSYNC))
 		return -EINVAL;
 	*why = NULL;
-	live = calloc(ut->num_fds ? ut->num_fds : 1, 1);
+	live = fx_calloc(ut->num_fds ? ut->num_fds : 1, 1);
 	if (!live)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < ut->num_ops; i++) {
@@ -405,7 +405,7 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 			const struct plan *P, int64_t *res)
 {
 	const struct btrfs_ioctl_usertrans_op *ops = P->ops;
-	uint8_t *wr = calloc(ut->num_fds ? ut->num_fds : 1, 1);
+	uint8_t *wr = fx_calloc(ut->num_fds ? ut->num_fds : 1, 1);
 	uint64_t bytes = 0;
 	int ok = 0;
 	size_t i;
@@ -524,7 +524,7 @@ static long execute(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	size_t i;
 	int r;
 
-	X.fds = malloc((ut->num_fds ? ut->num_fds : 1) * sizeof(int));
+	X.fds = fx_malloc((ut->num_fds ? ut->num_fds : 1) * sizeof(int));
 	if (!X.fds)
 		return -ENOMEM;
 	for (uint64_t k = 0; k < ut->num_fds; k++)
@@ -574,7 +574,7 @@ static long execute(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 static long wal_path(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		     const struct plan *P)
 {
-	int64_t *res = malloc((P->nops ? P->nops : 1) * sizeof(*res));
+	int64_t *res = fx_malloc((P->nops ? P->nops : 1) * sizeof(*res));
 	long r = 1;
 
 	if (!res)

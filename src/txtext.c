@@ -81,7 +81,7 @@ static void *keep(struct ps *p, void *buf)
 		return NULL;
 	if (t->nbufs == t->cbufs) {
 		size_t n = t->cbufs ? 2 * t->cbufs : 64;
-		void **nb = realloc(t->bufs, n * sizeof(*nb));
+		void **nb = fx_realloc(t->bufs, n * sizeof(*nb));
 
 		if (!nb) {
 			free(buf);
@@ -260,7 +260,7 @@ static int readfile(struct ps *p, const char *name, char **buf, size_t *len)
 		return perr(p, "@%s: %s", name, r < 0 ? strerror(-r)
 				   : "not a regular file of at most 4 GiB");
 	}
-	*buf = keep(p, malloc((size_t)st.st_size + 1));
+	*buf = keep(p, fx_malloc((size_t)st.st_size + 1));
 	if (!*buf) {
 		fstx_os.close(fd);
 		return -ENOMEM;
@@ -307,7 +307,7 @@ static int data(struct ps *p, int i, __s64 *ptr, __s64 *len)
 
 		if (hl % 2)
 			return perr(p, "DATA: odd number of hex digits");
-		buf = keep(p, malloc(hl / 2 + 1));
+		buf = keep(p, fx_malloc(hl / 2 + 1));
 		if (!buf)
 			return -ENOMEM;
 		for (n = 0; n < hl / 2; n++) {
@@ -547,13 +547,13 @@ static int line(struct ps *p)
 		return perr(p, "more than %u ops", FSTX_MAX_OPS);
 	if (t->nops == t->cops) {
 		size_t c = t->cops ? 2 * t->cops : 64;
-		void *no = realloc(t->ops, c * sizeof(*t->ops));
+		void *no = fx_realloc(t->ops, c * sizeof(*t->ops));
 		void *nl;
 
 		if (!no)
 			return -ENOMEM;
 		t->ops = no;
-		nl = realloc(t->lines, c * sizeof(*t->lines));
+		nl = fx_realloc(t->lines, c * sizeof(*t->lines));
 		if (!nl)
 			return -ENOMEM;
 		t->lines = nl;
@@ -595,7 +595,7 @@ int fx_txt_parse(const char *text, size_t len, int basedir, struct fx_txt *t)
 	int r = 0;
 
 	memset(t, 0, sizeof(*t));
-	copy = keep(&p, malloc(len + 1));
+	copy = keep(&p, fx_malloc(len + 1));
 	if (!copy)
 		return -ENOMEM;
 	memcpy(copy, text, len);

@@ -835,7 +835,7 @@ static int hent_later(struct hslot *sl, const struct hent *x)
 			return 1;
 	if (sl->nnames == sl->capnames) {
 		size_t c = sl->capnames ? 2 * sl->capnames : 4;
-		char **nn = realloc(sl->names, c * sizeof(*nn));
+		char **nn = fx_realloc(sl->names, c * sizeof(*nn));
 
 		if (!nn)
 			return 0; /* not skipping is always right */
@@ -886,7 +886,7 @@ static int help_collect(struct fstx_domain *d, struct hpass *H, uint64_t size)
 				return r;
 			if (H->n == H->cap) {
 				size_t c = H->cap ? 2 * H->cap : 64;
-				struct hent *ne = realloc(H->e, c * sizeof(*ne));
+				struct hent *ne = fx_realloc(H->e, c * sizeof(*ne));
 
 				if (!ne)
 					return -ENOMEM;
@@ -896,13 +896,13 @@ static int help_collect(struct fstx_domain *d, struct hpass *H, uint64_t size)
 			x = &H->e[H->n++];
 			*x = (struct hent){ .ino = e.ino, .a = e.a, .b = e.b,
 					    .kind = e.kind };
-			if (e.kind == W_SETX && !(x->name = strdup(name)))
+			if (e.kind == W_SETX && !(x->name = fx_strdup(name)))
 				return -ENOMEM;
 		}
 	}
 	for (H->tsize = 16; H->tsize < 2 * H->n; H->tsize *= 2)
 		;
-	if (!(H->t = calloc(H->tsize, sizeof(*H->t))))
+	if (!(H->t = fx_calloc(H->tsize, sizeof(*H->t))))
 		return -ENOMEM;
 	for (size_t i = H->n; i-- > 0;)
 		H->e[i].skip = (uint32_t)hent_later(hslot_of(H, H->e[i].ino), &H->e[i]);
@@ -1008,7 +1008,7 @@ static int wal_help(struct fstx_domain *d)
 	}
 	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
 		return r;
-	if (!(H.buf = malloc(W_CHUNK)))
+	if (!(H.buf = fx_malloc(W_CHUNK)))
 		return -ENOMEM;
 	d->wal_busy = 1;
 	if ((r = hint_write(d)) < 0 ||
@@ -1113,7 +1113,7 @@ static int recover_loaded(struct fstx_domain *d, int fresh, int all)
 	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
 		return r;
 	size = (uint64_t)st.st_size;
-	buf = malloc(W_CHUNK);
+	buf = fx_malloc(W_CHUNK);
 	if (!buf)
 		return -ENOMEM;
 	off = W_START;
@@ -1149,7 +1149,7 @@ int fx_wal_pending(struct fstx_domain *d)
 		return d->wal_busy || d->wal_lazy > d->wal_applied;
 	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
 		return r;
-	if (!(buf = malloc(W_CHUNK)))
+	if (!(buf = fx_malloc(W_CHUNK)))
 		return -ENOMEM;
 	r = rec_check(d, W_START, (uint64_t)st.st_size, &h, buf);
 	free(buf);
@@ -1178,7 +1178,7 @@ int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes)
 	}
 	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
 		return r;
-	if (!(buf = malloc(W_CHUNK)))
+	if (!(buf = fx_malloc(W_CHUNK)))
 		return -ENOMEM;
 	while ((r = rec_check(d, off, (uint64_t)st.st_size, &h, buf)) == 1)
 		off = rec_next(off, &h);
@@ -1462,7 +1462,7 @@ static int write_record(struct fstx_domain *d, const struct plan *P,
 			h.len += entry_size(&e);
 		}
 	w.crc = fx_crc32c(0, &h, sizeof(h));
-	if (!d->wbuf && !(d->wbuf = malloc(W_BUF)))
+	if (!d->wbuf && !(d->wbuf = fx_malloc(W_BUF)))
 		return -ENOMEM;
 	w.buf = d->wbuf;
 	memset(w.buf, 0, sizeof(h)); /* the header's place; not in the CRC */
@@ -1828,7 +1828,7 @@ static int conflicts_mem(struct fstx_domain *d, const uint64_t *set, size_t n)
 	if (fd < 0)
 		return fd;
 	if (d->win_cap < len + slen) {
-		if (!(b = realloc(d->win, len + slen)))
+		if (!(b = fx_realloc(d->win, len + slen)))
 			return -ENOMEM;
 		d->win = b;
 		d->win_cap = len + slen;
@@ -2017,12 +2017,12 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		   const struct plan *P, const int64_t *res)
 {
 	size_t n = P->nops ? P->nops : 1;
-	int *fds = malloc(2 * n * sizeof(int));
+	int *fds = fx_malloc(2 * n * sizeof(int));
 	struct tfds F = { .fd = fds, .flags = fds ? fds + n : NULL,
-			  .own = calloc(n, 1) };
-	int *slot_op = calloc(ut->num_fds ? ut->num_fds : 1, sizeof(int));
-	int *tgt = calloc(n, sizeof(int)); /* pwrite: index of its open */
-	uint64_t *ino = calloc(n, sizeof(uint64_t)), at, salt, rec_end;
+			  .own = fx_calloc(n, 1) };
+	int *slot_op = fx_calloc(ut->num_fds ? ut->num_fds : 1, sizeof(int));
+	int *tgt = fx_calloc(n, sizeof(int)); /* pwrite: index of its open */
+	uint64_t *ino = fx_calloc(n, sizeof(uint64_t)), at, salt, rec_end;
 	int created = 0, rs = 0;
 	long r;
 	size_t i;
