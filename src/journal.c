@@ -544,7 +544,15 @@ struct jr {
 	int committed;
 };
 
-struct cur { const unsigned char *p; size_t left; int bad; };
+/* A cursor over a record's payload: bad once it read past the end or found
+ * a malformed field; oom (with bad) where a string could not be copied,
+ * which says nothing about the journal (-ENOMEM, not -EUCLEAN). */
+struct cur { const unsigned char *p; size_t left; int bad, oom; };
+
+static int cur_err(const struct cur *c)
+{
+	return c->oom ? -ENOMEM : -EUCLEAN;
+}
 
 static uint64_t get(struct cur *c, size_t n)
 {
@@ -593,7 +601,7 @@ static char *getstr(struct cur *c, int may_be_empty, int relative)
 	}
 	s = fx_strndup((const char *)p, len);
 	if (!s)
-		c->bad = 1;
+		c->bad = c->oom = 1;
 	return s;
 }
 
@@ -632,7 +640,7 @@ static int add_step(struct jr *j, struct cur *c)
 		free(s.src);
 		free(s.dst);
 		free(s.aux);
-		return -EUCLEAN;
+		return cur_err(c);
 	}
 	if (j->nsteps == j->csteps) {
 		size_t cap = j->csteps ? 2 * j->csteps : 16;
@@ -714,7 +722,7 @@ struct jclone {
 
 static int parse_clone(const unsigned char *p, uint32_t n, struct jclone *k)
 {
-	struct cur c = { p, n, 0 };
+	struct cur c = { p, n, 0, 0 };
 
 	k->ino = get(&c, 8);
 	k->off = get(&c, 8);
@@ -727,7 +735,7 @@ static int parse_clone(const unsigned char *p, uint32_t n, struct jclone *k)
 	    k->off > (1ull << 62) || k->joff % J_SECTOR) {
 		free(k->ipath);
 		k->ipath = NULL;
-		return -EUCLEAN;
+		return cur_err(&c);
 	}
 	return 0;
 }
@@ -746,8 +754,8 @@ static int check_clones(struct jr *j)
 		r = read_full(j->d->jfd, j->buf, j->recs[i].len, j->recs[i].off);
 		if (r <= 0)
 			return r < 0 ? r : -EUCLEAN;
-		if (parse_clone(j->buf, j->recs[i].len, &k) < 0)
-			return -EUCLEAN;
+		if ((r = parse_clone(j->buf, j->recs[i].len, &k)) < 0)
+			return r;
 		free(k.ipath);
 		crc = crc_range(j->d->jfd, k.joff, k.len, j->buf);
 		if (crc == -ESTALE || (crc >= 0 && (uint32_t)crc != k.crc))
@@ -772,7 +780,7 @@ static int journal_scan(struct jr *j)
 		r = read_rec(j, &off, seq, &h);
 		if (r <= 0)
 			return r;
-		c = (struct cur){ j->buf, h.len, 0 };
+		c = (struct cur){ j->buf, h.len, 0, 0 };
 		if (seq == 0) {
 			if (h.type != J_BEGIN || h.len < 24 ||
 			    memcmp(j->buf, begin_magic, 8))
@@ -793,8 +801,8 @@ static int journal_scan(struct jr *j)
 		} else if (h.type == J_CLONE) {
 			struct jclone k;
 
-			if (parse_clone(j->buf, h.len, &k) < 0)
-				return -EUCLEAN;
+			if ((r = parse_clone(j->buf, h.len, &k)) < 0)
+				return r;
 			free(k.ipath);
 			if (k.joff < (uint64_t)off)
 				return -EUCLEAN;
@@ -922,8 +930,8 @@ static int apply_clone(struct jr *j, const struct jrec *rec)
 	r = read_full(j->d->jfd, j->buf, rec->len, rec->off);
 	if (r <= 0)
 		return r < 0 ? r : -EUCLEAN;
-	if (parse_clone(j->buf, rec->len, &k) < 0)
-		return -EUCLEAN;
+	if ((r = parse_clone(j->buf, rec->len, &k)) < 0)
+		return r;
 	fd = open_ino(j->d, k.ipath, k.ino, O_WRONLY);
 	free(k.ipath);
 	if (fd < 0)
@@ -952,7 +960,7 @@ static int apply_clone(struct jr *j, const struct jrec *rec)
 
 static int apply_rec(struct jr *j, const struct jrec *rec)
 {
-	struct cur c = { j->buf, rec->len, 0 };
+	struct cur c = { j->buf, rec->len, 0, 0 };
 	uint64_t ino, off = 0, size = 0;
 	uint32_t present = 0, len = 0;
 	const unsigned char *data = NULL;
@@ -979,7 +987,7 @@ static int apply_rec(struct jr *j, const struct jrec *rec)
 		name = getstr(&c, 0, 0);
 		data = getbytes(&c, &len);
 	}
-	r = -EUCLEAN;
+	r = cur_err(&c);
 	if (c.bad)
 		goto out;
 	fd = open_ino(j->d, ipath, ino,
