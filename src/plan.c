@@ -262,7 +262,10 @@ static int lookup(struct plan *P, const char *p, struct node *out)
 	return real_lookup(P, p, out);
 }
 
-/* Record that p now names n (takes over n's strings). */
+/*
+ * Record that p now names n.  It takes over n's strings, also when it
+ * fails (it frees them then, and n's pointers read NULL after).
+ */
 static int set_ent(struct plan *P, const char *p, struct node *n)
 {
 	struct ent *e = find(P, p, strlen(p));
@@ -274,14 +277,15 @@ static int set_ent(struct plan *P, const char *p, struct node *n)
 		return 0;
 	}
 	r = grow((void **)&P->ents, &P->cents, P->nents + 1, sizeof(*P->ents));
-	if (r < 0)
+	if (r == 0 && 2 * (P->nents + 1) > P->hcap)
+		r = index_rebuild(P, P->nents + 1);
+	if (r == 0 && !(P->ents[P->nents].path = fx_strdup(p)))
+		r = -ENOMEM;
+	if (r < 0) {
+		node_free(n);
 		return r;
-	if (2 * (P->nents + 1) > P->hcap && (r = index_rebuild(P, P->nents + 1)) < 0)
-		return r;
+	}
 	e = &P->ents[P->nents];
-	e->path = fx_strdup(p);
-	if (!e->path)
-		return -ENOMEM;
 	e->n = *n;
 	index_put(P, P->nents++);
 	return 0;
