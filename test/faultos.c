@@ -1,6 +1,7 @@
 /*
  * faultos.c - wraps every entry of fstx_os: counts calls, fails call k with
- * an errno, or kills the process (SIGKILL, no cleanup) before or after it.
+ * an errno, or kills the process (SIGKILL, no cleanup) before or after it;
+ * counts allocations apart and fails allocation k.
  */
 #define _GNU_SOURCE
 #include "faultos.h"
@@ -74,6 +75,17 @@ W(map_ro, int, (int fd, size_t n, void **a), (fd, n, a))
 W(unmap, int, (void *a, size_t n), (a, n))
 W(boot_id, int, (char id[37]), (id))
 
+static void *w_realloc(void *p, size_t len)
+{
+	fo.allocs++;
+	if (fo.trace)
+		fprintf(stderr, "[alloc %ld: %zu]\n", fo.allocs, len);
+	if (fo.alloc_at && (fo.allocs == fo.alloc_at ||
+			    (fo.alloc_sticky && fo.allocs > fo.alloc_at)))
+		return NULL;
+	return fstx_os_libc.realloc(p, len);
+}
+
 /* close(2) releases the fd even when it reports an error. */
 static int w_close(int fd)
 {
@@ -98,7 +110,7 @@ void fo_install(enum fo_mode mode, long at, int err)
 	S(readlinkat); S(fgetxattr); S(fsetxattr); S(fremovexattr);
 	S(flistxattr); S(ficlonerange); S(copy_file_range); S(flock);
 	S(lock_range);
-	S(getdents); S(dup); S(boot_id); S(map_ro); S(unmap);
+	S(getdents); S(dup); S(boot_id); S(map_ro); S(unmap); S(realloc);
 #undef S
 }
 

@@ -23,6 +23,12 @@ struct fo_state {
 	int trace;      /* FO_TRACE set: print every call */
 	void (*hook)(void *arg);
 	void *hook_arg;
+	/* allocations, counted apart from the calls (whose numbers the
+	 * tests rely on): allocation number alloc_at fails (NULL), and with
+	 * alloc_sticky every later one too; 0 fails none */
+	long allocs;
+	long alloc_at;
+	int alloc_sticky;
 };
 
 extern struct fo_state fo;

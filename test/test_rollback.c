@@ -177,6 +177,198 @@ static void error_injection(void **state)
 	}
 }
 
+/*
+ * Allocation k of a corpus transaction fails (NULL), once or from k on, in
+ * each way the text can ask for: the transaction is committed, or
+ * returns -ENOMEM (or the error it returns without the fault) with the
+ * tree as before (or a hot journal that recovery
+ * rolls back or forward), never torn; under ASan, nothing leaks.  The text
+ * is parsed inside the count, so the parser's failures are met too.
+ */
+static const char *const oom_ways[] = { "", "option wal\n", "option lazy\n",
+					"option crash-only\n" };
+static const char *const oom_names[] = { "undo way", "wal", "lazy", "crash-only" };
+
+static void oom_one(size_t c, size_t way, int sticky, struct tally *t)
+{
+	char *before = NULL, *after_s, *text, *d;
+	__s64 res[64];
+	long allocs, r, r0;
+
+	if (asprintf(&text, "%s%s", oom_ways[way], cx[c]) < 0)
+		abort();
+	d = fresh(NULL);
+	fo_install(FO_COUNT, 0, 0);
+	r0 = tx_run_pinned(d, text, NULL, NULL, res);
+	allocs = fo.allocs;
+	fo_remove();
+	/* a lazy one waits in the queue: the state after is after a flush */
+	assert_true(domain_recover(d) >= 0);
+	after_s = r0 == 0 ? t_snapshot(d) : NULL;
+	drop(d);
+	assert_true(allocs > 0);
+	for (long k = 1; k <= allocs; k++) {
+		char *now;
+		int hot, r2;
+
+		d = fresh(before ? NULL : &before);
+		fo_install(FO_COUNT, 0, 0);
+		fo.alloc_at = k;
+		fo.alloc_sticky = sticky;
+		r = tx_run_pinned(d, text, NULL, after_s ? res : NULL, NULL);
+		fo_remove();
+		if (r != r0 && r != -ENOMEM && r != -1000 - ENOMEM)
+			fail_msg("corpus %zu way %zu alloc %ld: r=%ld, not %ld or -ENOMEM",
+				 c, way, k, r, r0);
+		hot = !journal_empty(d);
+		if ((r2 = domain_recover(d)) < 0)
+			fail_msg("corpus %zu way %zu alloc %ld: recovery failed %d",
+				 c, way, k, r2);
+		now = t_snapshot(d);
+		t->points++;
+		if (r == 0) {
+			if (!after_s || strcmp(now, after_s))
+				fail_msg("corpus %zu way %zu alloc %ld: returned 0, not after\n%s---\n%s",
+					 c, way, k, after_s ? after_s : "(none)", now);
+			t->committed++;
+		} else {
+			if (strcmp(now, before) && !(hot && after_s && !strcmp(now, after_s)))
+				fail_msg("corpus %zu way %zu alloc %ld: r=%ld torn\n%s---\n%s",
+					 c, way, k, r, before, now);
+			t->rolled++;
+			t->recovered += hot;
+		}
+		free(now);
+		drop(d);
+	}
+	free(before);
+	free(after_s);
+	free(text);
+}
+
+static void oom_injection(void **state)
+{
+	(void)state;
+	for (size_t way = 0; way < sizeof(oom_ways) / sizeof(*oom_ways); way++)
+		for (int sticky = 0; sticky <= 1; sticky++) {
+			struct tally t = { 0 };
+
+			for (size_t c = 0; c < ncx; c++)
+				oom_one(c, way, sticky, &t);
+			printf("oom: %s%s: %zu tx, %ld failed allocations, %ld committed, "
+			       "%ld -ENOMEM (%ld left a hot journal, recovered), 0 torn\n",
+			       oom_names[way], sticky ? " (sticky)" : "",
+			       ncx, t.points, t.committed, t.rolled, t.recovered);
+		}
+}
+
+/*
+ * A fresh tree on which text has left work for recovery: a hot journal
+ * (the last call that, failing with EIO from there on, leaves one: the
+ * whole journal to read back; *at remembers it), or with "option lazy" a
+ * queue of lazy records.  NULL where no call leaves a journal hot.
+ */
+static char *left_for_recovery(const char *text, int lazy, long *at)
+{
+	long calls;
+	char *d;
+
+	if (lazy) {
+		d = fresh(NULL);
+		assert_int_equal(tx_text(d, text, NULL), 0);
+		return d;
+	}
+	d = fresh(NULL);
+	fo_install(FO_COUNT, 0, 0);
+	tx_text(d, text, NULL);
+	calls = fo.calls;
+	fo_remove();
+	drop(d);
+	for (long k = *at ? *at : calls; k > 0; k--) {
+		d = fresh(NULL);
+		fo_install(FO_FAIL, k, EIO);
+		fo.sticky = 1;
+		tx_text(d, text, NULL);
+		fo_remove();
+		if (!journal_empty(d)) {
+			*at = k;
+			return d;
+		}
+		drop(d);
+	}
+	return NULL;
+}
+
+/*
+ * Recovery with allocation k failing, once or from k on, over a hot
+ * journal and over a queue of lazy records: it returns -ENOMEM or
+ * succeeds, and a recovery with memory after it leaves the tree as before
+ * the transaction or as after it (after, for the lazy queue), never torn.
+ */
+static void oom_recovery(void **state)
+{
+	size_t n = ncx < NFIXED ? ncx : NFIXED;
+	long points = 0, nomem = 0;
+
+	(void)state;
+	for (size_t c = 0; c < n; c++)
+		for (int lazy = 0; lazy <= 1; lazy++) {
+			char *text, *before, *after_s, *d = fresh(&before);
+			long at = 0, allocs;
+			int r;
+
+			if (asprintf(&text, "%s%s", lazy ? "option lazy\n" : "", cx[c]) < 0)
+				abort();
+			after_s = tx_text(d, text, NULL) == 0 &&
+				  domain_recover(d) >= 0 ? t_snapshot(d) : NULL;
+			drop(d);
+			if ((lazy && !after_s) || !(d = left_for_recovery(text, lazy, &at))) {
+				free(text);
+				free(before);
+				free(after_s);
+				continue;
+			}
+			fo_install(FO_COUNT, 0, 0);
+			assert_true(domain_recover(d) >= 0);
+			allocs = fo.allocs;
+			fo_remove();
+			drop(d);
+			for (long k = 1; k <= allocs; k++)
+				for (int sticky = 0; sticky <= 1; sticky++) {
+					char *now;
+
+					d = left_for_recovery(text, lazy, &at);
+					assert_non_null(d);
+					fo_install(FO_COUNT, 0, 0);
+					fo.alloc_at = k;
+					fo.alloc_sticky = sticky;
+					r = domain_recover(d);
+					fo_remove();
+					if (r < 0 && r != -ENOMEM)
+						fail_msg("corpus %zu%s alloc %ld: recovery %d, not -ENOMEM",
+							 c, lazy ? " lazy" : "", k, r);
+					nomem += r < 0;
+					points++;
+					if ((r = domain_recover(d)) < 0)
+						fail_msg("corpus %zu%s alloc %ld: then recovery %d",
+							 c, lazy ? " lazy" : "", k, r);
+					now = t_snapshot(d);
+					if (lazy ? strcmp(now, after_s)
+						 : strcmp(now, before) && (!after_s || strcmp(now, after_s)))
+						fail_msg("corpus %zu%s alloc %ld: torn\n%s", c,
+							 lazy ? " lazy" : "", k, now);
+					free(now);
+					drop(d);
+				}
+			free(text);
+			free(before);
+			free(after_s);
+		}
+	printf("oom recovery: %zu tx, hot journals and lazy queues, %ld failed allocations, "
+	       "%ld -ENOMEM, 0 torn\n", n, points, nomem);
+	assert_true(points > 0);
+}
+
 /* WEDGEONFAIL: rollback that cannot finish wedges the domain. */
 static void wedge_on_failed_rollback(void **state)
 {
@@ -263,6 +455,8 @@ int main(void)
 		cmocka_unit_test(failed_barrier_latches),
 		cmocka_unit_test(rollback_every_position),
 		cmocka_unit_test(error_injection),
+		cmocka_unit_test(oom_injection),
+		cmocka_unit_test(oom_recovery),
 		cmocka_unit_test(wedge_on_failed_rollback),
 	};
 
