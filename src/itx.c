@@ -244,8 +244,12 @@ static int overlay(fstx_tx *tx, const char *path, int *kind,
 out_node:
 	fx_node_free(&n);
 out:
-	if (r < 0 && P.failed_op >= 0 && fx_op_is_assert(tx->ops[P.failed_op].op))
-		r = -ECANCELED; /* an earlier read no longer holds */
+	/* an earlier read no longer holds (its compare op failed, or cannot
+	 * be evaluated in the tree as it is now); an I/O error or a failed
+	 * allocation is itself, not a conflict to retry */
+	if (r < 0 && r != -EIO && r != -ENOMEM && P.failed_op >= 0 &&
+	    fx_op_is_assert(tx->ops[P.failed_op].op))
+		r = -ECANCELED;
 	free(cpath);
 	fx_plan_free(&P);
 	fstx_read_end(tx->d);
