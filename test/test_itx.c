@@ -566,6 +566,136 @@ static void lease(void **state)
 	t_drop(d);
 }
 
+/*
+ * The API's own path under allocation failure: a handle, a builder
+ * transaction of the undo way, an interactive one (reads, a stat), a
+ * write-ahead one, a reader's section and a sync, as an application makes
+ * them, stopping at the first error.  Allocation k fails (once, or from k
+ * on): every call that fails says -ENOMEM, and after recovery the tree is
+ * as the transactions that returned 0 left it (or one more, where a commit
+ * failed and left a journal that recovery completes).
+ */
+#define OOM_TXS 3
+
+/* The scenario's first upto transactions; 0, or the first error. */
+static int oom_scenario(const char *dir, int upto, int *stage, int *in_commit)
+{
+	fstx_domain *d;
+	fstx_tx *tx;
+	struct stat st;
+	char b[4] = "";
+	int r, fd;
+
+	*stage = *in_commit = 0;
+	if ((r = fstx_domain_open(dir, &d)) < 0)
+		return r;
+	if (upto < 1)
+		goto read;
+	if ((r = fstx_tx_new(d, &tx)) < 0)
+		goto out;
+	if ((r = fd = fstx_tx_open(tx, "a", O_RDWR, 0)) < 0 ||
+	    (r = fstx_tx_pwrite(tx, fd, "ONE", 3, 0)) < 0 ||
+	    (r = fstx_tx_setxattr(tx, "a", "user.o", "1", 1, 0)) < 0 ||
+	    (r = fstx_tx_rename(tx, "old", "old2", 0)) < 0 ||
+	    (r = fstx_tx_mkdir(tx, "m", 0755)) < 0 || (*in_commit = 1, 0) ||
+	    (r = fstx_tx_commit(tx)) < 0)
+		goto out_tx;
+	fstx_tx_free(tx);
+	*stage = 1;
+	*in_commit = 0;
+	if (upto < 2)
+		goto read;
+	if ((r = fstx_begin(d, 0, &tx)) < 0)
+		goto out;
+	if ((r = fd = fstx_tx_open(tx, "b", O_RDWR, 0)) < 0 ||
+	    (r = fstx_tx_pwrite(tx, fd, "TWO", 3, 0)) < 0 ||
+	    (r = (int)fstx_read(tx, "b", b, 3, 0)) < 0 ||
+	    (r = fstx_stat(tx, "old2", &st)) < 0 ||
+	    (r = fstx_tx_symlink(tx, "../a", "m/l")) < 0 || (*in_commit = 1, 0) ||
+	    (r = fstx_commit(tx)) < 0)
+		goto out_tx;
+	fstx_tx_free(tx);
+	assert_memory_equal(b, "TWO", 3);
+	*stage = 2;
+	*in_commit = 0;
+	if (upto < 3)
+		goto read;
+	if ((r = fstx_tx_new(d, &tx)) < 0)
+		goto out;
+	if ((r = fstx_tx_set_flags(tx, FSTX_UT_STRICT | FSTX_UT_WAL)) < 0 ||
+	    (r = fd = fstx_tx_open(tx, "d/c", O_WRONLY, 0)) < 0 ||
+	    (r = fstx_tx_pwrite(tx, fd, "3", 1, 1)) < 0 || (*in_commit = 1, 0) ||
+	    (r = fstx_tx_commit(tx)) < 0)
+		goto out_tx;
+	fstx_tx_free(tx);
+	*stage = 3;
+	*in_commit = 0;
+read:
+	if ((r = fstx_read_begin(d)) < 0)
+		goto out;
+	fstx_read_end(d);
+	r = fstx_sync(d);
+	goto out;
+out_tx:
+	fstx_tx_free(tx);
+out:
+	fstx_domain_close(d);
+	return r;
+}
+
+static void out_of_memory(void **state)
+{
+	char *snap[OOM_TXS + 1], *d;
+	long allocs = 0, points = 0, nomem = 0;
+	int stage, in_commit;
+
+	(void)state;
+	/* the tree after each number of transactions, without faults */
+	for (int s = 0; s <= OOM_TXS; s++) {
+		d = t_fresh();
+		fo_install(FO_COUNT, 0, 0);
+		assert_int_equal(oom_scenario(d, s, &stage, &in_commit), 0);
+		allocs = fo.allocs; /* the last: the whole scenario */
+		fo_remove();
+		assert_int_equal(stage, s);
+		assert_true(domain_recover(d) >= 0);
+		snap[s] = t_snapshot(d);
+		t_drop(d);
+		if (s)
+			assert_string_not_equal(snap[s], snap[s - 1]);
+	}
+	for (long k = 1; k <= allocs; k++)
+		for (int sticky = 0; sticky <= 1; sticky++) {
+			char *now;
+			int r, r2;
+
+			d = t_fresh();
+			fo_install(FO_COUNT, 0, 0);
+			fo.alloc_at = k;
+			fo.alloc_sticky = sticky;
+			r = oom_scenario(d, OOM_TXS, &stage, &in_commit);
+			fo_remove();
+			points++;
+			if (r != 0 && r != -ENOMEM)
+				fail_msg("alloc %ld: %d at stage %d, not -ENOMEM", k, r, stage);
+			nomem += r != 0;
+			if ((r2 = domain_recover(d)) < 0)
+				fail_msg("alloc %ld: recovery %d", k, r2);
+			now = t_snapshot(d);
+			if (strcmp(now, snap[stage]) &&
+			    !(in_commit && stage < OOM_TXS && !strcmp(now, snap[stage + 1])))
+				fail_msg("alloc %ld (sticky %d): %d committed, torn\n%s---\n%s",
+					 k, sticky, stage, snap[stage], now);
+			free(now);
+			t_drop(d);
+		}
+	printf("oom: the API's path, %ld allocations failed in turn (once and from "
+	       "then on): %ld points, %ld -ENOMEM, the rest committed; 0 torn\n",
+	       allocs, points, nomem);
+	for (int s = 0; s <= OOM_TXS; s++)
+		free(snap[s]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -575,6 +705,7 @@ int main(void)
 		cmocka_unit_test(abort_and_death),
 		cmocka_unit_test(conflicts),
 		cmocka_unit_test(lease),
+		cmocka_unit_test(out_of_memory),
 	};
 
 	corpus_load();
