@@ -1420,6 +1420,143 @@ static void group_gather_bounded(void **state)
 }
 
 /*
+ * A child holds the byte lock of the barrier the group notes say is under
+ * way (as a live syncer does) and lets it go after hold_ms; the notes are
+ * made to say so first.  Returns the child's pid.
+ */
+static pid_t barrier_held(const char *d, int hold_ms)
+{
+	struct gnote_t g;
+	int ready[2];
+	char c;
+	pid_t pid;
+
+	gnote_io(d, &g, 0);
+	g.active = 1;
+	gnote_io(d, &g, 1);
+	assert_int_equal(pipe(ready), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+				   .l_start = 1 + g.gen % 2, .l_len = 1 };
+		char *p;
+		int fd;
+
+		if (asprintf(&p, "%s/.fstx/walsync", d) < 0 ||
+		    (fd = open(p, O_RDWR)) < 0 || fcntl(fd, F_OFD_SETLK, &l) < 0)
+			_exit(1);
+		if (write(ready[1], "r", 1) != 1)
+			_exit(1);
+		usleep((useconds_t)hold_ms * 1000);
+		_exit(0);
+	}
+	close(ready[1]);
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	return pid;
+}
+
+/*
+ * The error paths of a writer that finds another's barrier under way
+ * (group_sync(): the trial lock of that barrier's byte, the wait on it,
+ * the note written in between): EIO at each OS call of such a commit, and
+ * the transaction returns 0 with its change made, or an error with the
+ * tree as before or (its record durable) after; never a hang.
+ */
+static void group_wait_errors(void **state)
+{
+	const char *tx = "option wal\nopen 0 a O_WRONLY\npwrite 0 \"B\" 1\n";
+	long calls, points = 0, failed = 0, waited;
+	char *d = group_domain();
+	pid_t pid;
+	int st;
+
+	(void)state;
+	if (!d)
+		skip();
+	/* the clean run: it waits for the barrier, then syncs itself */
+	pid = barrier_held(d, 100);
+	alarm(30);
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(tx_text(d, tx, NULL), 0);
+	calls = fo.calls;
+	waited = fo.fdatasyncs;
+	fo_remove();
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(st, 0);
+	assert_int_equal(waited, 1);
+	expect_prefix(d, "a", "AB------", 8);
+	t_drop(d);
+	for (long k = 1; k <= calls; k++) {
+		char *got;
+		size_t len;
+		long r;
+
+		d = group_domain();
+		pid = barrier_held(d, 100);
+		fo_install(FO_FAIL, k, EIO);
+		r = tx_text(d, tx, NULL);
+		fo_remove();
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		failed += r != 0;
+		points++;
+		assert_true(domain_recover(d) >= 0);
+		got = t_read(d, "a", &len);
+		assert_int_equal(len, 8);
+		if (r == 0 ? memcmp(got, "AB------", 8)
+			   : memcmp(got, "A-------", 8) && memcmp(got, "AB------", 8))
+			fail_msg("EIO at call %ld: r=%ld, a=%.8s", k, r, got);
+		free(got);
+		t_drop(d);
+	}
+	alarm(0);
+	printf("wal: a barrier under way, EIO at each of %ld OS calls of the writer "
+	       "that waits for it: %ld failed, 0 torn\n", points, failed);
+	assert_true(failed > 0);
+}
+
+/*
+ * A barrier that ends between a writer's look at the notes without their
+ * lock and its taking the lock: the writer finds itself covered under the
+ * lock and returns without a barrier of its own.  The wrapper makes the
+ * notes say so (as the barrier's syncer does) right before that lock.
+ */
+static const char *cover_dir;
+
+static int covered_before_lock(int fd, int type, off_t start, off_t len, int wait)
+{
+	if (cover_dir && start == 0 && type == F_WRLCK) {
+		struct gnote_t g;
+
+		gnote_io(cover_dir, &g, 0);
+		g.end = UINT64_MAX - 1;
+		gnote_io(cover_dir, &g, 1);
+		cover_dir = NULL;
+	}
+	return fstx_os_libc.lock_range(fd, type, start, len, wait);
+}
+
+static void group_covered_at_lock(void **state)
+{
+	char *d = group_domain();
+
+	(void)state;
+	if (!d)
+		skip();
+	fo_install(FO_COUNT, 0, 0);
+	cover_dir = d;
+	fstx_os.lock_range = covered_before_lock;
+	assert_int_equal(tx_text(d, "option wal\nopen 0 a O_WRONLY\npwrite 0 \"B\" 1\n",
+				 NULL), 0);
+	assert_null(cover_dir); /* the wrapper ran */
+	assert_int_equal(fo.fdatasyncs, 0);
+	fo_remove();
+	expect_prefix(d, "a", "AB------", 8);
+	t_drop(d);
+}
+
+/*
  * Without the mapping of walsync's first page (map_ro fails), the hint
  * and the group notes are read with pread: the sequence leaves the same
  * trees, alone and with 4 writers at once.
@@ -1480,6 +1617,8 @@ int main(void)
 		cmocka_unit_test(group_gather_bounded),
 		cmocka_unit_test(group_note_crc),
 		cmocka_unit_test(no_mapping),
+		cmocka_unit_test(group_wait_errors),
+		cmocka_unit_test(group_covered_at_lock),
 		cmocka_unit_test(kill_every_call),
 		cmocka_unit_test(kill_crash_only),
 		cmocka_unit_test(errors_every_call),
