@@ -300,22 +300,6 @@ int fx_mark_any(struct fstx_domain *d)
 	return r;
 }
 
-/* Remove the progress mark (after commit or recovery). */
-int fx_mark_clear(struct fstx_domain *d)
-{
-	char name[48];
-	int r;
-
-	if (d->mark < 0)
-		return 0;
-	snprintf(name, sizeof(name), "step.%016llx.%ld", (unsigned long long)d->txid,
-		 d->mark);
-	r = fstx_os.unlinkat(d->meta, name, 0);
-	if (r == 0 || r == -ENOENT)
-		d->mark = -1;
-	return r == -ENOENT ? 0 : r;
-}
-
 int fx_parent(struct fstx_domain *d, const char *p, const char **name)
 {
 	const char *slash = strrchr(p, '/');

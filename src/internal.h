@@ -97,7 +97,6 @@ int fx_mark_set(struct fstx_domain *d, long step);
 int fx_mark_get(struct fstx_domain *d);
 /* 1 if a progress mark of any transaction exists, 0 if none, -errno. */
 int fx_mark_any(struct fstx_domain *d);
-int fx_mark_clear(struct fstx_domain *d);
 /* Open the parent directory of canonical path p (O_PATH); *name = last part. */
 int fx_parent(struct fstx_domain *d, const char *p, const char **name);
 int fx_lstat(struct fstx_domain *d, const char *p, struct stat *st);
