@@ -294,6 +294,42 @@ static void ergonomic(void **state)
 	fstx_tx_free(tx);
 	assert_null(t_read(d, "b", NULL));
 
+	/* clonerange by fd index: big (10 bytes now) into a new file */
+	assert_int_equal(fstx_tx_new(dom, &tx), 0);
+	assert_int_equal(fstx_tx_open(tx, "big", O_RDONLY, 0), 0);
+	assert_int_equal(fstx_tx_open(tx, "cl", O_RDWR | O_CREAT, 0644), 1);
+	assert_int_equal(fstx_tx_clonerange(tx, 1, 0, 0, 10, 0), 0);
+	assert_int_equal(fstx_tx_commit(tx), 0);
+	assert_int_equal(fstx_tx_result(tx, 2), 0);
+	fstx_tx_free(tx);
+	{
+		char *src = t_read(d, "big", NULL), *cl;
+		size_t len;
+
+		cl = t_read(d, "cl", &len);
+		assert_int_equal(len, 10);
+		assert_memory_equal(cl, src, 10);
+		free(cl);
+		free(src);
+	}
+
+	/* reserve(): the preflight takes the hint over its estimate */
+	assert_int_equal(fstx_tx_new(dom, &tx), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "cl"), 0);
+	assert_int_equal(fstx_tx_reserve(tx, 1ull << 62, 0), 0);
+	assert_int_equal(fstx_tx_commit(tx), -ENOSPC);
+	fstx_tx_free(tx);
+	got = t_read(d, "cl", NULL);
+	assert_non_null(got); /* nothing changed */
+	free(got);
+	assert_int_equal(fstx_tx_new(dom, &tx), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "cl"), 0);
+	assert_int_equal(fstx_tx_reserve(tx, 4096, 1), 0);
+	assert_int_equal(fstx_tx_commit(tx), 0);
+	fstx_tx_free(tx);
+	assert_null(t_read(d, "cl", NULL));
+	assert_int_equal(fstx_tx_reserve(NULL, 1, 1), -EINVAL);
+
 	/* argument errors */
 	assert_int_equal(fstx_tx_new(dom, &tx), 0);
 	assert_int_equal(fstx_tx_unlink(tx, NULL), -EINVAL);
