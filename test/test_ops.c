@@ -553,6 +553,60 @@ static int lock_free(const char *dir)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
+/*
+ * Opening a handle (the first open makes .fstx/ and its files): EIO at
+ * each of its OS calls, and each of its allocations failing, returns that
+ * error or a handle, leaks nothing (ASan), and the next open, with no
+ * fault, gives a handle that commits.
+ */
+static void open_faults(void **state)
+{
+	long calls, allocs, points = 0, failed = 0;
+	fstx_domain *dom;
+	fstx_tx *tx;
+	char *d;
+
+	(void)state;
+	d = t_mkdomain();
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(fstx_domain_open(d, &dom), 0);
+	fstx_domain_close(dom);
+	calls = fo.calls;
+	allocs = fo.allocs;
+	fo_remove();
+	t_rmtree(d);
+	free(d);
+	assert_true(calls > 0 && allocs > 0);
+	for (long k = 1; k <= calls + allocs; k++) {
+		int r;
+
+		d = t_mkdomain();
+		fo_install(k <= calls ? FO_FAIL : FO_COUNT, k, EIO);
+		if (k > calls)
+			fo.alloc_at = k - calls;
+		r = fstx_domain_open(d, &dom);
+		if (r == 0)
+			fstx_domain_close(dom);
+		fo_remove();
+		if (r != 0 && r != (k <= calls ? -EIO : -ENOMEM))
+			fail_msg("open with fault %ld: %d", k, r);
+		failed += r != 0;
+		points++;
+		assert_int_equal(fstx_domain_open(d, &dom), 0);
+		assert_int_equal(fstx_tx_new(dom, &tx), 0);
+		assert_int_equal(fstx_tx_mkdir(tx, "m", 0755), 0);
+		assert_int_equal(fstx_tx_commit(tx), 0);
+		fstx_tx_free(tx);
+		fstx_domain_close(dom);
+		t_rmtree(d);
+		free(d);
+	}
+	printf("open: EIO at each of %ld calls, each of %ld allocations failing: "
+	       "%ld points, %ld failed, then a handle that commits\n",
+	       calls, allocs, points, failed);
+	assert_true(failed > 0);
+}
+
 /* A domain left with a hot journal: its rollback failed (sticky EIO). */
 static char *hot_domain(char **before)
 {
@@ -776,6 +830,7 @@ int main(void)
 		cmocka_unit_test(barriers),
 		cmocka_unit_test(fd_slots),
 		cmocka_unit_test(read_begin_faults),
+		cmocka_unit_test(open_faults),
 	};
 
 	return cmocka_run_group_tests_name("ops", tests, NULL, NULL);
