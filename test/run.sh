@@ -92,7 +92,7 @@ run_fs() {
 		read -r p f k < <(tally "$out")
 		[ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
 		pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + k))
-		grep -E '^(kill|random kill|errors|rollback|power-loss|large|journal damage|race|bank|read_begin|power-loss wal|wal[a-z -]*|itx[a-z -]*):' "$out" | sed "s/^/  $name: /"
+		grep -E '^(kill|random kill|errors|rollback|power-loss|large|journal damage|race|bank|read_begin|power-loss wal|wal[a-z -]*|itx[a-z -]*|oom[a-z ]*|open):' "$out" | sed "s/^/  $name: /"
 		if [ "$rc" -ne 0 ]; then
 			echo "  $t FAILED on $name:"
 			grep -E 'ERROR|FAILED|not ok|^#' "$out" | head -20 | sed 's/^/    /'
