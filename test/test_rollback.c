@@ -113,45 +113,54 @@ static char *after_state(size_t c, long *calls, __s64 *res)
 
 struct tally { long points, committed, rolled, recovered; };
 
+/*
+ * One fault point, after the transaction returned r on tree d: recovery
+ * (which also empties trash a failed cleanup left behind), then the tree
+ * is the state after where r is 0, else before, or after where recovery
+ * completed a journal left hot.  Tallied in t.
+ */
+static void judge(const char *what, long k, long r, const char *d,
+		  const char *before, const char *after_s, struct tally *t)
+{
+	int hot = !journal_empty(d), r2;
+	char *now;
+
+	if ((r2 = domain_recover(d)) < 0)
+		fail_msg("%s %ld: recovery failed %d", what, k, r2);
+	now = t_snapshot(d);
+	t->points++;
+	t->recovered += hot;
+	if (r == 0) {
+		/* a journal left after commit holds COMMIT: cleanup only */
+		if (!after_s || strcmp(now, after_s))
+			fail_msg("%s %ld: returned 0, not after\n%s---\n%s", what, k,
+				 after_s ? after_s : "(none)", now);
+		t->committed++;
+	} else {
+		if (strcmp(now, before) && !(hot && after_s && !strcmp(now, after_s)))
+			fail_msg("%s %ld: r=%ld torn\n%s---\n%s", what, k, r, before, now);
+		t->rolled += !hot;
+	}
+	free(now);
+}
+
 static void inject(size_t c, int err, int sticky, struct tally *t)
 {
-	char *before = NULL, *after_s;
+	char *before = NULL, *after_s, what[64];
 	__s64 res[64];
 	long calls;
 
 	after_s = after_state(c, &calls, res);
+	snprintf(what, sizeof(what), "corpus %zu err %d call", c, err);
 	for (long k = 1; k <= calls; k++) {
-		char *d = fresh(before ? NULL : &before), *now;
+		char *d = fresh(before ? NULL : &before);
 		long r;
-		int hot, r2;
 
 		fo_install(FO_FAIL, k, err);
 		fo.sticky = sticky;
 		r = tx_run_pinned(d, cx[c], NULL, after_s ? res : NULL, NULL);
 		fo_remove();
-		hot = !journal_empty(d);
-		/* recovery also empties trash a failed cleanup left behind */
-		if ((r2 = domain_recover(d)) < 0)
-			fail_msg("corpus %zu err %d call %ld: recovery failed %d",
-				 c, err, k, r2);
-		if (hot)
-			t->recovered++;
-		now = t_snapshot(d);
-		t->points++;
-		if (r == 0) {
-			/* a journal left after commit holds COMMIT: cleanup only */
-			if (!after_s || strcmp(now, after_s))
-				fail_msg("corpus %zu err %d call %ld: returned 0, not after",
-					 c, err, k);
-			t->committed++;
-		} else {
-			if (strcmp(now, before) && !(hot && after_s && !strcmp(now, after_s)))
-				fail_msg("corpus %zu err %d call %ld: r=%ld torn\n%s---\n%s",
-					 c, err, k, r, before, now);
-			if (!hot)
-				t->rolled++;
-		}
-		free(now);
+		judge(what, k, r, d, before, after_s, t);
 		drop(d);
 	}
 	free(before);
@@ -191,7 +200,7 @@ static const char *const oom_names[] = { "undo way", "wal", "lazy", "crash-only"
 
 static void oom_one(size_t c, size_t way, int sticky, struct tally *t)
 {
-	char *before = NULL, *after_s, *text, *d;
+	char *before = NULL, *after_s, *text, *d, what[64];
 	__s64 res[64];
 	long allocs, r, r0;
 
@@ -207,10 +216,8 @@ static void oom_one(size_t c, size_t way, int sticky, struct tally *t)
 	after_s = r0 == 0 ? t_snapshot(d) : NULL;
 	drop(d);
 	assert_true(allocs > 0);
+	snprintf(what, sizeof(what), "corpus %zu way %zu alloc", c, way);
 	for (long k = 1; k <= allocs; k++) {
-		char *now;
-		int hot, r2;
-
 		d = fresh(before ? NULL : &before);
 		fo_install(FO_COUNT, 0, 0);
 		fo.alloc_at = k;
@@ -218,27 +225,8 @@ static void oom_one(size_t c, size_t way, int sticky, struct tally *t)
 		r = tx_run_pinned(d, text, NULL, after_s ? res : NULL, NULL);
 		fo_remove();
 		if (r != r0 && r != -ENOMEM && r != -1000 - ENOMEM)
-			fail_msg("corpus %zu way %zu alloc %ld: r=%ld, not %ld or -ENOMEM",
-				 c, way, k, r, r0);
-		hot = !journal_empty(d);
-		if ((r2 = domain_recover(d)) < 0)
-			fail_msg("corpus %zu way %zu alloc %ld: recovery failed %d",
-				 c, way, k, r2);
-		now = t_snapshot(d);
-		t->points++;
-		if (r == 0) {
-			if (!after_s || strcmp(now, after_s))
-				fail_msg("corpus %zu way %zu alloc %ld: returned 0, not after\n%s---\n%s",
-					 c, way, k, after_s ? after_s : "(none)", now);
-			t->committed++;
-		} else {
-			if (strcmp(now, before) && !(hot && after_s && !strcmp(now, after_s)))
-				fail_msg("corpus %zu way %zu alloc %ld: r=%ld torn\n%s---\n%s",
-					 c, way, k, r, before, now);
-			t->rolled++;
-			t->recovered += hot;
-		}
-		free(now);
+			fail_msg("%s %ld: r=%ld, not %ld or -ENOMEM", what, k, r, r0);
+		judge(what, k, r, d, before, after_s, t);
 		drop(d);
 	}
 	free(before);
@@ -256,7 +244,7 @@ static void oom_injection(void **state)
 			for (size_t c = 0; c < ncx; c++)
 				oom_one(c, way, sticky, &t);
 			printf("oom: %s%s: %zu tx, %ld failed allocations, %ld committed, "
-			       "%ld -ENOMEM (%ld left a hot journal, recovered), 0 torn\n",
+			       "%ld rolled back (%ld left a hot journal, recovered), 0 torn\n",
 			       oom_names[way], sticky ? " (sticky)" : "",
 			       ncx, t.points, t.committed, t.rolled, t.recovered);
 		}
