@@ -77,41 +77,6 @@ static void json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-static int read_all(int fd, char **out, size_t *len)
-{
-	size_t cap = 65536, n = 0;
-	char *buf = malloc(cap);
-
-	if (!buf)
-		return -ENOMEM;
-	for (;;) {
-		ssize_t got;
-
-		if (n == cap) {
-			char *nb = realloc(buf, cap *= 2);
-
-			if (!nb) {
-				free(buf);
-				return -ENOMEM;
-			}
-			buf = nb;
-		}
-		got = read(fd, buf + n, cap - n);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0) {
-			free(buf);
-			return -errno;
-		}
-		if (got == 0)
-			break;
-		n += (size_t)got;
-	}
-	*out = buf;
-	*len = n;
-	return 0;
-}
-
 struct outcome {
 	const char *status;
 	long failed;       /* op index or -1 */
@@ -216,19 +181,34 @@ static const char *reason(const struct btrfs_ioctl_usertrans_op *op, long e)
 	return strerror((int)-e);
 }
 
+/* The directory @FILE data is read relative to: the transaction file's. */
 static int open_basedir(const char *file)
 {
 	char *copy;
 	int fd;
 
 	if (!file || !strcmp(file, "-"))
-		return open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	copy = strdup(file);
+		return fstx_os.openat2(AT_FDCWD, ".", O_RDONLY | O_DIRECTORY, 0, 0);
+	copy = fx_strdup(file);
 	if (!copy)
-		return -1;
-	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		return -ENOMEM;
+	fd = fstx_os.openat2(AT_FDCWD, dirname(copy), O_RDONLY | O_DIRECTORY, 0, 0);
 	free(copy);
 	return fd;
+}
+
+/* The transaction text: FILE, or stdin for none or "-".  0 or -errno. */
+static int read_text(const char *file, char **text, size_t *len)
+{
+	int fd = 0, r;
+
+	if (file && strcmp(file, "-") &&
+	    (fd = fstx_os.openat2(AT_FDCWD, file, O_RDONLY, 0, 0)) < 0)
+		return fd;
+	r = fx_txt_read(fd, text, len);
+	if (fd > 0)
+		fstx_os.close(fd);
+	return r;
 }
 
 static int cmd_run(const char *dir, const char *file, int json)
@@ -239,27 +219,25 @@ static int cmd_run(const char *dir, const char *file, int json)
 	fstx_domain *d = NULL;
 	char *text = NULL;
 	size_t len = 0;
-	int fd, base, r, ex = EX_USAGE;
+	int base, r, ex = EX_USAGE;
 	uint64_t bad;
 	const char *why;
 	long ret;
 
 	memset(&t, 0, sizeof(t));
-	fd = (!file || !strcmp(file, "-")) ? 0 : open(file, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || (r = read_all(fd, &text, &len)) < 0) {
-		fprintf(stderr, "fstx: %s: %s\n", file, strerror(errno));
+	if ((r = read_text(file, &text, &len)) < 0) {
+		fprintf(stderr, "fstx: %s: %s\n", file ? file : "-", strerror(-r));
 		if (json) {
+			o.err = r;
 			o.msg = "cannot read the transaction file";
 			report_json(&o, NULL, 0);
 		}
 		return EX_USAGE;
 	}
-	if (fd > 0)
-		close(fd);
 	base = open_basedir(file);
-	r = fx_txt_parse(text, len, base, &t);
+	r = fx_txt_parse(text, len, base >= 0 ? base : -1, &t);
 	if (base >= 0)
-		close(base);
+		fstx_os.close(base);
 	free(text);
 	if (r < 0) {
 		o.line = t.errline;

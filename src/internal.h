@@ -242,6 +242,8 @@ struct fx_txt {
 	unsigned errline;
 	char err[512];
 };
+/* fd read to its end into *out (freed with free(3)), *len bytes: 0 or -errno. */
+int fx_txt_read(int fd, char **out, size_t *len);
 /* Parse text; @FILE data is read relative to basedir.  0 or -errno. */
 int fx_txt_parse(const char *text, size_t len, int basedir, struct fx_txt *t);
 void fx_txt_free(struct fx_txt *t);

@@ -1,7 +1,8 @@
 /*
- * os.c - the only source file of libfstx that calls libc for file and
- * directory I/O, and for memory.  Each wrapper converts the -1/errno
- * convention into -errno and retries EINTR where the call is restartable.
+ * os.c - the only source file of libfstx and of the fstx command that calls
+ * libc for file and directory I/O, and for memory (the command prints with
+ * stdio).  Each wrapper converts the -1/errno convention into -errno and
+ * retries EINTR where the call is restartable.
  */
 #define _GNU_SOURCE
 #include "os.h"
@@ -46,6 +47,11 @@ static int os_close(int fd)
 {
 	/* close(2) must not be retried on EINTR (the fd is gone). */
 	return close(fd) < 0 && errno != EINTR ? -errno : 0;
+}
+
+static ssize_t os_read(int fd, void *buf, size_t len)
+{
+	RET(read(fd, buf, len));
 }
 
 static ssize_t os_pread(int fd, void *buf, size_t len, off_t off)
@@ -265,6 +271,7 @@ int fx_asprintf(char **out, const char *fmt, ...)
 #define OS_LIBC { \
 	.openat2 = os_openat2, \
 	.close = os_close, \
+	.read = os_read, \
 	.pread = os_pread, \
 	.pwrite = os_pwrite, \
 	.fsync = os_fsync, \

@@ -23,6 +23,9 @@ struct fstx_os {
 	int (*openat2)(int dirfd, const char *path, int flags, mode_t mode,
 		       uint64_t resolve);
 	int (*close)(int fd);
+	/* read(2) at the file position: a stream (the CLI's stdin) has none
+	 * to pread at. */
+	ssize_t (*read)(int fd, void *buf, size_t len);
 	ssize_t (*pread)(int fd, void *buf, size_t len, off_t off);
 	ssize_t (*pwrite)(int fd, const void *buf, size_t len, off_t off);
 	int (*fsync)(int fd);

@@ -587,6 +587,43 @@ static int line(struct ps *p)
 	return 0;
 }
 
+/*
+ * The transaction text of the CLI, from a file or a pipe: read(2) to the
+ * end, the buffer doubling from 64 KiB.  Through fstx_os like all I/O, so
+ * a test fails each read and each allocation.
+ */
+int fx_txt_read(int fd, char **out, size_t *len)
+{
+	size_t cap = 65536, n = 0;
+	char *buf = fx_malloc(cap), *nb;
+	ssize_t got;
+
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		if (n == cap) {
+			nb = cap <= SIZE_MAX / 2 ? fx_realloc(buf, cap * 2) : NULL;
+			if (!nb) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		got = fstx_os.read(fd, buf + n, cap - n);
+		if (got < 0) {
+			free(buf);
+			return (int)got;
+		}
+		if (got == 0)
+			break;
+		n += (size_t)got;
+	}
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
 int fx_txt_parse(const char *text, size_t len, int basedir, struct fx_txt *t)
 {
 	struct ps p = { .t = t, .basedir = basedir };

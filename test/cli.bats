@@ -108,6 +108,28 @@ T
 	[ "$status" -eq 2 ]
 }
 
+@test "a transaction file that cannot be read: exit 2 naming it and the errno, nothing changed" {
+	before="$(snap)"
+	run "$FSTX" run "$D" "$TX/nonexistent.tx"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"$TX/nonexistent.tx: No such file or directory"* ]]
+	run --separate-stderr "$FSTX" run --json "$D" "$TX"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *'"status":"invalid","ops_completed":0,"failed_op":null,"line":null,"errno":"EISDIR","message":"cannot read the transaction file"'* ]]
+	[[ "$stderr" == *"$TX: Is a directory"* ]]
+	run bash -c "'$FSTX' run '$D' < '$TX'"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"fstx: -: Is a directory"* ]]
+	# a text longer than the first 64 KiB read commits whole
+	{ for i in $(seq 4000); do printf '# padding line %05d of a long transaction\n' "$i"; done
+	  printf 'unlink old\n'; } > "$TX/long.tx"
+	[ "$(stat -c %s "$TX/long.tx")" -gt 131072 ]
+	[ "$(snap)" = "$before" ]
+	run "$FSTX" run "$D" "$TX/long.tx"
+	[ "$status" -eq 0 ]
+	[ ! -e "$D/old" ]
+}
+
 @test "escaping paths and .fstx are refused" {
 	printf 'unlink ../x\n' > "$TX/t.tx"
 	run "$FSTX" run "$D" "$TX/t.tx" --json

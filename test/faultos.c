@@ -48,6 +48,7 @@ static void after(void)
 	}
 
 W(openat2, int, (int d, const char *p, int f, mode_t m, uint64_t rs), (d, p, f, m, rs))
+W(read, ssize_t, (int fd, void *b, size_t n), (fd, b, n))
 W(pread, ssize_t, (int fd, void *b, size_t n, off_t o), (fd, b, n, o))
 W(pwrite, ssize_t, (int fd, const void *b, size_t n, off_t o), (fd, b, n, o))
 W(ftruncate, int, (int fd, off_t l), (fd, l))
@@ -104,7 +105,7 @@ void fo_install(enum fo_mode mode, long at, int err)
 	fo = (struct fo_state){ .mode = mode, .at = at, .err = err,
 				.trace = getenv("FO_TRACE") != NULL };
 #define S(n) fstx_os.n = w_##n
-	S(openat2); S(close); S(pread); S(pwrite); S(fsync); S(fdatasync);
+	S(openat2); S(close); S(read); S(pread); S(pwrite); S(fsync); S(fdatasync);
 	S(syncfs); S(ftruncate); S(fstat); S(fstatat); S(fstatvfs); S(fstatfs);
 	S(renameat2); S(unlinkat); S(mkdirat); S(symlinkat); S(linkat);
 	S(readlinkat); S(fgetxattr); S(fsetxattr); S(fremovexattr);

@@ -15,6 +15,7 @@
 #include "internal.h"
 #include "fstx/btrfs_usertrans.h"
 #include "helpers.h"
+#include "faultos.h"
 
 static int parse(const char *s, struct fx_txt *t)
 {
@@ -171,6 +172,77 @@ static void errors(void **state)
 	}
 }
 
+/* fd rewound to its start, read with fx_txt_read(): its return. */
+static int read_from(int fd, char **out, size_t *len)
+{
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	return fx_txt_read(fd, out, len);
+}
+
+/*
+ * The CLI's transaction text, read to the end through fstx_os: a text of
+ * 200 KiB (the buffer doubles twice) comes back whole; EIO at each read
+ * and a failure of each allocation return that error with nothing
+ * returned (ASan: nothing leaked); a pipe reads like a file.
+ */
+static void read_text(void **state)
+{
+	const size_t size = 200 * 1024;
+	char *d = t_mkdomain(), *text = malloc(size), *out, path[4096];
+	size_t len;
+	long calls, allocs;
+	int fd, p[2];
+
+	(void)state;
+	assert_non_null(text);
+	for (size_t i = 0; i < size; i++)
+		text[i] = i % 64 == 63 ? '\n' : '#';
+	t_write(d, "tx", text, size);
+	snprintf(path, sizeof(path), "%s/tx", d);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(read_from(fd, &out, &len), 0);
+	calls = fo.calls;
+	allocs = fo.allocs;
+	fo_remove();
+	assert_int_equal(len, size);
+	assert_memory_equal(out, text, size);
+	free(out);
+	assert_true(calls >= 4);  /* 64 + 64 + 128 KiB at least, then EOF */
+	assert_int_equal(allocs, 3); /* 64 KiB, 128, 256 */
+
+	for (long k = 1; k <= calls; k++) {
+		out = NULL;
+		fo_install(FO_FAIL, k, EIO);
+		assert_int_equal(read_from(fd, &out, &len), -EIO);
+		fo_remove();
+		assert_null(out);
+	}
+	for (long k = 1; k <= allocs; k++) {
+		out = NULL;
+		fo_install(FO_COUNT, 0, 0);
+		fo.alloc_at = k;
+		assert_int_equal(read_from(fd, &out, &len), -ENOMEM);
+		fo_remove();
+		assert_null(out);
+	}
+	close(fd);
+
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(write(p[1], text, 4096), 4096);
+	close(p[1]);
+	assert_int_equal(fx_txt_read(p[0], &out, &len), 0);
+	assert_int_equal(len, 4096);
+	assert_memory_equal(out, text, 4096);
+	free(out);
+	close(p[0]);
+	free(text);
+	t_rmtree(d);
+	free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -178,6 +250,7 @@ int main(void)
 		cmocka_unit_test(conditions),
 		cmocka_unit_test(datafile),
 		cmocka_unit_test(errors),
+		cmocka_unit_test(read_text),
 	};
 
 	return cmocka_run_group_tests_name("txtext", tests, NULL, NULL);
