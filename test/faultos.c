@@ -105,8 +105,8 @@ void fo_install(enum fo_mode mode, long at, int err)
 	fo = (struct fo_state){ .mode = mode, .at = at, .err = err,
 				.trace = getenv("FO_TRACE") != NULL };
 #define S(n) fstx_os.n = w_##n
-	S(openat2); S(close); S(read); S(pread); S(pwrite); S(fsync); S(fdatasync);
-	S(syncfs); S(ftruncate); S(fstat); S(fstatat); S(fstatvfs); S(fstatfs);
+	S(openat2); S(close); S(read); S(pread); S(pwrite); S(fsync);
+	S(fdatasync); S(syncfs); S(ftruncate); S(fstat); S(fstatat); S(fstatvfs); S(fstatfs);
 	S(renameat2); S(unlinkat); S(mkdirat); S(symlinkat); S(linkat);
 	S(readlinkat); S(fgetxattr); S(fsetxattr); S(fremovexattr);
 	S(flistxattr); S(ficlonerange); S(copy_file_range); S(flock);
