@@ -91,8 +91,9 @@
  *      the lock back knows its record was applied.  The old records that
  *      remain carry the old salt; a torn header empties the log; either
  *      way their changes were durable already.  The first header of a new
- *      log is written the same way, and the directory .fstx/ is fsynced
- *      once so the log's name is durable.
+ *      log is written the same way, without its fdatasync (the first
+ *      record's barrier covers the whole file); the log's name was made
+ *      durable by the domain's first open (domain.c: .fstx/ fsynced).
  *  W7. Crash-only transactions (FSTX_UT_NOSYNC) skip the barrier of W3 and
  *      keep the lock throughout, so the hint that moves END past their
  *      record already says busy.  Checkpoints and helpers keep their
@@ -277,28 +278,6 @@ static int read_all(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-/* 1 open, 0 there is no log (create 0), -errno. */
-static int wal_open(struct fstx_domain *d, int create, int *created)
-{
-	int fd;
-
-	if (d->wal >= 0)
-		return 1;
-	fd = fstx_os.openat2(d->meta, "wal", O_RDWR, 0, FX_RESOLVE);
-	if (fd == -ENOENT && create) {
-		fd = fstx_os.openat2(d->meta, "wal", O_RDWR | O_CREAT | O_EXCL,
-				     0600, FX_RESOLVE);
-		if (fd >= 0 && created)
-			*created = 1;
-	}
-	if (fd == -ENOENT && !create)
-		return 0;
-	if (fd < 0)
-		return fd;
-	d->wal = fd;
-	return 1;
-}
-
 static void hint_fill(struct whint *h, uint64_t salt, uint64_t end,
 		      uint64_t applied, const char *boot)
 {
@@ -417,7 +396,7 @@ static int hint_read(struct fstx_domain *d, struct whint *h)
  * The first header of a log (none valid before: no old records) is made
  * durable by the first record's barrier, which covers the whole file.
  */
-static int wal_reset(struct fstx_domain *d, int created, int loose)
+static int wal_reset(struct fstx_domain *d, int loose)
 {
 	unsigned char b[W_START];
 	struct wfile f = { .magic = W_FILE_MAGIC, .version = W_VERSION };
@@ -436,8 +415,7 @@ static int wal_reset(struct fstx_domain *d, int created, int loose)
 	    (r = write_all(d->walsync, b + 64, sizeof(struct whint), S_HINT)) < 0 ||
 	    (r = write_all(d->wal, b, sizeof(b), 0)) < 0)
 		return r;
-	if ((old && !loose && (r = fstx_os.fdatasync(d->wal)) < 0) ||
-	    (created && (r = fstx_os.fsync(d->meta)) < 0)) {
+	if (old && !loose && (r = fstx_os.fdatasync(d->wal)) < 0) {
 		d->latched = r;
 		return r;
 	}
@@ -451,15 +429,16 @@ static int wal_reset(struct fstx_domain *d, int created, int loose)
 /*
  * Read header and hint.  Sets d->wal_salt (0: no valid header, the log is
  * empty), and d->wal_end and d->wal_applied from a hint of this boot (W5);
- * *fresh is 0 when there is none (replay everything).  1 if a log file
- * exists, 0 if none, -errno; -EUCLEAN for a header of a future version.
+ * *fresh is 0 when there is none (replay everything).  1 (the domain's
+ * open made the log, domain.c), -errno; -EUCLEAN for a header of a future
+ * version.
  */
 static int wal_load(struct fstx_domain *d, int *fresh)
 {
 	uint64_t known = d->wal_salt;
 	struct wfile f;
 	struct whint h;
-	int r = wal_open(d, 0, NULL), fd, hint, unsaid = d->wal_unsaid;
+	int r, fd, hint, unsaid = d->wal_unsaid;
 
 	d->wal_salt = 0;
 	d->wal_end = d->wal_applied = 0;
@@ -469,8 +448,6 @@ static int wal_load(struct fstx_domain *d, int *fresh)
 	d->wal_loose = 0;
 	d->wal_mine = d->wal_unsaid = 0;
 	*fresh = 0;
-	if (r <= 0)
-		return r;
 	if ((fd = side_fd(d)) < 0)
 		return fd;
 	if ((hint = hint_read(d, &h)) < 0)
@@ -1038,7 +1015,7 @@ int fx_wal_recover_mode(struct fstx_domain *d, int lazy_too)
 {
 	int fresh, r = wal_load(d, &fresh);
 
-	if (r <= 0 || !d->wal_salt)
+	if (r < 0 || !d->wal_salt)
 		return r < 0 ? r : 0;
 	return recover_loaded(d, fresh, lazy_too);
 }
@@ -1053,7 +1030,7 @@ int fx_wal_enter(struct fstx_domain *d)
 {
 	int fresh, r = wal_load(d, &fresh);
 
-	if (r <= 0 || !d->wal_salt || !fresh || !d->wal_clean)
+	if (r < 0 || !d->wal_salt || !fresh || !d->wal_clean)
 		return r < 0 ? r : 0;
 	r = recover_loaded(d, fresh, 0);
 	return r < 0 ? r : 1;
@@ -1064,7 +1041,7 @@ int fx_wal_settle(struct fstx_domain *d)
 {
 	int fresh, r = wal_load(d, &fresh);
 
-	if (r <= 0 || !fresh || !d->wal_mine)
+	if (r < 0 || !fresh || !d->wal_mine)
 		return r < 0 ? r : 0;
 	return hint_write(d);
 }
@@ -1143,7 +1120,7 @@ int fx_wal_pending(struct fstx_domain *d)
 	unsigned char *buf;
 	int r, fresh;
 
-	if ((r = wal_load(d, &fresh)) <= 0 || !d->wal_salt)
+	if ((r = wal_load(d, &fresh)) < 0 || !d->wal_salt)
 		return r < 0 ? r : 0;
 	if (fresh) /* an applier cut short, or lazy records (W10) */
 		return d->wal_busy || d->wal_lazy > d->wal_applied;
@@ -1170,7 +1147,7 @@ int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes)
 	int r, fresh;
 
 	*bytes = 0;
-	if ((r = wal_load(d, &fresh)) <= 0 || !d->wal_salt)
+	if ((r = wal_load(d, &fresh)) < 0 || !d->wal_salt)
 		return r < 0 ? r : 0;
 	if (fresh) {
 		*bytes = fx_wal_bytes(d);
@@ -1206,7 +1183,7 @@ static int checkpoint(struct fstx_domain *d, int loose_ok)
 		d->latched = r;
 		return r;
 	}
-	r = wal_reset(d, 0, loose);
+	r = wal_reset(d, loose);
 	return r < 0 ? r : 1 + helped;
 }
 
@@ -2023,7 +2000,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	int *slot_op = fx_calloc(ut->num_fds ? ut->num_fds : 1, sizeof(int));
 	int *tgt = fx_calloc(n, sizeof(int)); /* pwrite: index of its open */
 	uint64_t *ino = fx_calloc(n, sizeof(uint64_t)), at, salt, rec_end;
-	int created = 0, rs = 0;
+	int rs = 0;
 	long r;
 	size_t i;
 
@@ -2037,9 +2014,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		r = 1;
 		goto out;
 	}
-	if ((r = wal_open(d, 1, &created)) < 0)
-		goto out;
-	if (!d->wal_salt && (r = wal_reset(d, created, 0)) < 0)
+	if (!d->wal_salt && (r = wal_reset(d, 0)) < 0)
 		goto out;
 	assert_inodes(d, P, ino);
 	/*
