@@ -16,10 +16,12 @@
 
 int fstx_domain_openfd(int dirfd, fstx_domain **out)
 {
-	fstx_domain *d = fx_calloc(1, sizeof(*d));
+	fstx_domain *d;
 	int r;
 
-	if (!d)
+	if (!out)
+		return -EINVAL;
+	if (!(d = fx_calloc(1, sizeof(*d))))
 		return -ENOMEM;
 	r = fx_domain_init(d, dirfd);
 	if (r < 0) {
@@ -122,35 +124,32 @@ int fstx_read_begin(fstx_domain *d)
 
 	if (!d)
 		return -EINVAL;
-	for (int tries = 0; tries < 8; tries++) {
-		if ((r = fstx_os.flock(d->lockfd, LOCK_SH)) < 0)
-			return r;
-		wedged = fx_is_wedged(d);
-		r = wedged ? wedged : fx_journal_hot(d);
-		if (r == 0)
-			r = fx_wal_pending(d); /* a writer died applying it */
-		if (r == 0)
-			return 0; /* hold it */
-		fx_unlock(d);
-		if (r < 0)
-			return r;
-		if (wedged)
-			return -EROFS; /* the tree may be torn: fstx_recover() */
-		if ((r = fx_lock(d)) < 0)
-			return r;
-		if ((r = fx_is_wedged(d)) > 0)
-			r = -EROFS;
-		if (r == 0)
-			r = fx_recover_locked(d);
-		if (r >= 0)
-			r = fx_wal_recover(d);
-		if (r >= 0)
-			return 0; /* recovered: read under the exclusive lock (no
-				   * writer can queue more lazy records meanwhile) */
-		fx_unlock(d);
+	if ((r = fstx_os.flock(d->lockfd, LOCK_SH)) < 0)
 		return r;
-	}
-	return -EAGAIN;
+	wedged = fx_is_wedged(d);
+	r = wedged ? wedged : fx_journal_hot(d);
+	if (r == 0)
+		r = fx_wal_pending(d); /* a writer died applying it */
+	if (r == 0)
+		return 0; /* hold it */
+	fx_unlock(d);
+	if (r < 0)
+		return r;
+	if (wedged)
+		return -EROFS; /* the tree may be torn: fstx_recover() */
+	if ((r = fx_lock(d)) < 0)
+		return r;
+	if ((r = fx_is_wedged(d)) > 0)
+		r = -EROFS;
+	if (r == 0)
+		r = fx_recover_locked(d);
+	if (r >= 0)
+		r = fx_wal_recover(d);
+	if (r >= 0)
+		return 0; /* recovered: read under the exclusive lock (no
+			   * writer can queue more lazy records meanwhile) */
+	fx_unlock(d);
+	return r;
 }
 
 void fstx_read_end(fstx_domain *d)

@@ -818,6 +818,81 @@ static void assertions(void **state)
 	free(dir);
 }
 
+/*
+ * Every public entry refuses a NULL handle or argument, and the builder a
+ * bad one, with -EINVAL, before it changes anything; the free and close
+ * functions take NULL.  A refused op is not added.
+ */
+static void bad_arguments(void **state)
+{
+	static char big[FSTX_MAX_XATTR + 1];
+	char *d = t_mkdomain(), *before, *after;
+	struct fstx_status st;
+	fstx_domain *dom;
+	fstx_tx *tx;
+	struct stat sb;
+	char buf[4];
+	int dfd;
+
+	(void)state;
+	t_populate(d);
+	before = t_snapshot(d);
+	dfd = t_dirfd(d);
+	assert_int_equal(fstx_domain_open(NULL, &dom), -EINVAL);
+	assert_int_equal(fstx_domain_open(d, NULL), -EINVAL);
+	assert_int_equal(fstx_domain_openfd(dfd, NULL), -EINVAL);
+	assert_int_equal(fstx_usertrans(dfd, NULL), -EINVAL);
+	assert_int_equal(fstx_sync(NULL), -EINVAL);
+	assert_int_equal(fstx_recover(NULL), -EINVAL);
+	assert_int_equal(fstx_read_begin(NULL), -EINVAL);
+	fstx_read_end(NULL);
+	assert_int_equal(fstx_status(NULL, &st), -EINVAL);
+	assert_int_equal(fstx_tx_new(NULL, &tx), -EINVAL);
+	assert_int_equal(fstx_begin(NULL, 0, &tx), -EINVAL);
+	fstx_tx_free(NULL);
+	fstx_domain_close(NULL);
+	assert_int_equal(fstx_tx_open(NULL, "a", O_RDONLY, 0), -EINVAL);
+	assert_int_equal(fstx_tx_close(NULL, 0), -EINVAL);
+	assert_int_equal(fstx_tx_unlink(NULL, "a"), -EINVAL);
+	assert_int_equal(fstx_tx_expect(NULL, 0, 0), -EINVAL);
+	assert_int_equal(fstx_tx_set_flags(NULL, 0), -EINVAL);
+	assert_int_equal(fstx_tx_reserve(NULL, 0, 0), -EINVAL);
+	assert_int_equal(fstx_tx_commit(NULL), -EINVAL);
+	assert_int_equal(fstx_tx_num_ops(NULL), 0);
+	assert_int_equal(fstx_tx_result(NULL, 0), -EINVAL);
+	assert_int_equal(fstx_tx_failed_op(NULL), -1);
+	assert_int_equal(fstx_read(NULL, "a", buf, sizeof(buf), 0), -EINVAL);
+	assert_int_equal(fstx_stat(NULL, "a", &sb), -EINVAL);
+	assert_int_equal(fstx_commit(NULL), -EINVAL);
+	assert_int_equal(fstx_abort(NULL), -EINVAL);
+
+	assert_int_equal(fstx_domain_open(d, &dom), 0);
+	assert_int_equal(fstx_status(dom, NULL), -EINVAL);
+	assert_int_equal(fstx_tx_new(dom, NULL), -EINVAL);
+	assert_int_equal(fstx_tx_new(dom, &tx), 0);
+	assert_int_equal(fstx_tx_expect(tx, BTRFS_IOC_UT_OP_FLAG_FAIL_ON_NE, 0), -EINVAL);
+	assert_int_equal(fstx_tx_unlink(tx, NULL), -EINVAL);
+	assert_int_equal(fstx_tx_link(tx, "a", NULL), -EINVAL);
+	assert_int_equal(fstx_tx_setxattr(tx, "a", "user.v", big, sizeof(big), 0), -EINVAL);
+	assert_int_equal(fstx_tx_set_flags(tx, FSTX_UT_LAZY | FSTX_UT_NOSYNC), -EINVAL);
+	assert_int_equal(fstx_tx_num_ops(tx), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "old"), 0);
+	assert_int_equal(fstx_tx_commit(tx), 0);
+	assert_int_equal(fstx_tx_result(tx, 0), 0);
+	assert_int_equal(fstx_tx_result(tx, 1), -EINVAL);
+	fstx_tx_free(tx);
+	fstx_domain_close(dom);
+	/* only the one valid transaction changed the tree */
+	t_write(d, "old", "old\n", 4);
+	after = t_snapshot(d);
+	assert_string_equal(after, before);
+	free(after);
+	free(before);
+	close(dfd);
+	t_rmtree(d);
+	free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -831,6 +906,7 @@ int main(void)
 		cmocka_unit_test(fd_slots),
 		cmocka_unit_test(read_begin_faults),
 		cmocka_unit_test(open_faults),
+		cmocka_unit_test(bad_arguments),
 	};
 
 	return cmocka_run_group_tests_name("ops", tests, NULL, NULL);
