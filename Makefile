@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # fstx - atomic multi-file transactions.  See README.md.
 PREFIX ?= /usr/local
 DESTDIR ?=

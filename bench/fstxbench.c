@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fstxbench.c - fstx against raw writes, the temp+rename pattern and SQLite,
  * on the same work, in the same run.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # report.sh OUT_DIR - OUT_DIR/results.tsv (fstxbench lines) to
 # OUT_DIR/README.md (tables, ratios, targets) and OUT_DIR/*.png (gnuplot).
 set -eu

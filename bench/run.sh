@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # run.sh BUILD_DIR [OUT_DIR] - every workload and method of fstxbench on a
 # scratch directory and on fresh loop-mounted ext4, xfs and btrfs images and
 # a tmpfs, then the report (OUT_DIR/README.md) and plots (OUT_DIR/*.png).

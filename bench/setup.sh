@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # setup.sh - what the benchmark needs beyond the build: SQLite (headers and
 # library, the baseline) and gnuplot (the plots).  Idempotent; apt only when
 # something is missing.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # cli.sh FSTX DIR - the same transaction with the command-line tool.
 set -euo pipefail
 FSTX=$1 DIR=$2

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # demo.sh FSTX - apply an example transaction to a scratch tree and show
 # the tree before and after; then a failing one, rolled back.
 set -euo pipefail

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ergonomic.c - the same transaction as seed_usertrans.c, with the
  * ergonomic API (strict by default).  Usage: ergonomic DIR

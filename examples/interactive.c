@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * interactive.c - the same change as ergonomic.c, as an interactive
  * transaction: read the current object, decide, write the new one, read

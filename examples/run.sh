@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # run.sh BUILD_DIR - build and run the examples; TAP output for run.sh.
 set -u
 B=$1

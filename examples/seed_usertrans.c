@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * seed_usertrans.c - a program written for the 2009 BTRFS_IOC_USERTRANS RFC,
  * ported to fstx.  The port is the include and one line:

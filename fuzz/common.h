@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * common.h - shared set-up of the fuzz targets: a scratch area on tmpfs
  * (/dev/shm, or $FSTX_FUZZ_DIR) holding the domain and a watched sibling

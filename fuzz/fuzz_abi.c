@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_abi.c - ABI validation and the engine, from raw op records.
  *

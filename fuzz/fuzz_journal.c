@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_journal.c - the journal reader and recovery (journal.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_txtext.c - the transaction text parser (txtext.c), validation and
  * the engine behind them.  Each input is parsed; a transaction that parses

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_wal.c - the write-ahead log's reader and replay (wal.c rule W5).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_walsync.c - the page-cache notes of .fstx/walsync (wal.c W2-W12):
  * the group notes, the hint and the records' state words, read back as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mkseeds.c DIR - write test/corpus.h's transactions as fuzz_txtext seeds. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # run.sh BUILD_DIR SECONDS TARGET... - replay each target's regression
 # inputs (fuzz/regress/TARGET), then fuzz it for SECONDS on a working copy of
 # its seed corpus (fuzz/corpus/TARGET).  A crash fails the run and leaves

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fstx.h - atomic multi-file transactions on ordinary Linux filesystems.
  *

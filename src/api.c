@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * api.c - the ergonomic API: domain handles and a transaction builder over
  * the seed ABI.  Builder calls only record ops; fstx_tx_commit runs them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * crc32c.c - CRC-32C (Castagnoli), reflected.  The SSE4.2 crc32
  * instruction where the CPU has it (before-images of large overwrites are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * domain.c - the domain directory and its DIR/.fstx/ metadata:
  *

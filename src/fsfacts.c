@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fsfacts.c - what the domain's filesystem can do: the one place where
  * filesystems differ.  Everything else asks d->fs.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* internal.h - shared between libfstx's source files; not installed. */
 #ifndef FSTX_INTERNAL_H
 #define FSTX_INTERNAL_H

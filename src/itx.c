@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * itx.c - interactive transactions: fstx_begin(), fstx_read(), fstx_stat(),
  * fstx_commit(), fstx_abort().

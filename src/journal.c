@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * journal.c - the undo journal, DIR/.fstx/journal, and recovery.
  *

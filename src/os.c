@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * os.c - the only source file of libfstx and of the fstx command that calls
  * libc for file and directory I/O, and for memory (the command prints with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * os.h - the one table of OS calls.
  *

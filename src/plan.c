@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * plan.c - plan a whole transaction before anything changes.
  *

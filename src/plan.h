@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plan.h - the planner's view of a transaction (plan.c), used by trans.c. */
 #ifndef FSTX_PLAN_H
 #define FSTX_PLAN_H

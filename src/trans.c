@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * trans.c - run one transaction: validate, lock, recover, plan, journal,
  * execute, then commit or roll back.

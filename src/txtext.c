@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * txtext.c - parser for the transaction text format, fstx-tx(5):
  *

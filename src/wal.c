@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wal.c - the write-ahead (redo) log of data-only transactions,
  * DIR/.fstx/wal (FSTX_UT_WAL).

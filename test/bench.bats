@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: MIT
 # bench.bats - the benchmark tool works and counts what it says: a tiny run
 # of fstxbench (no timing is checked, only the counted figures), then
 # report.sh on its output.

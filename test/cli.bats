@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: MIT
 # cli.bats - the fstx command: grammar, exit codes, JSON, messages.
 bats_require_minimum_version 1.5.0
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: MIT
 # confine.bats - hostile paths: every attack is refused with the documented
 # errno, the transaction rolls back, and a watched tree beside the domain
 # stays byte for byte as it was.

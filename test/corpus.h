@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * corpus.h - transactions used by the rollback, error-injection and crash
  * tests.  Each runs on a tree made by t_populate(): files a, b (hard link

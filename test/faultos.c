@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * faultos.c - wraps every entry of fstx_os: counts calls, fails call k with
  * an errno, or kills the process (SIGKILL, no cleanup) before or after it;

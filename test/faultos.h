@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* faultos.h - fault injection over the fstx_os table (SQLite test6-style). */
 #ifndef FSTX_FAULTOS_H
 #define FSTX_FAULTOS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* helpers.c - see helpers.h.  Test code calls libc directly on purpose. */
 #define _GNU_SOURCE
 #include "helpers.h"

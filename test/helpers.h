@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* helpers.h - test support: scratch domains, whole-tree snapshots. */
 #ifndef FSTX_TEST_HELPERS_H
 #define FSTX_TEST_HELPERS_H

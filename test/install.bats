@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: MIT
 # install.bats - make install into a DESTDIR: the files, the shared
 # library's SONAME and exports, pkg-config, a program built against the
 # installed copy, the man pages, and make uninstall.

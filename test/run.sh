@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # run.sh BUILD_DIR - run every test suite on every filesystem of the matrix
 # (ext4, xfs, btrfs loop images and tmpfs when root; the scratch directory's
 # own filesystem always) and print per-filesystem and total summaries.

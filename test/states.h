@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* states.h - checks against a sequence's expected trees (tests only;
  * include after <cmocka.h>). */
 #ifndef FSTX_TEST_STATES_H

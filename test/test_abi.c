@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_abi.c - the seed ABI: layout, validation, FAIL_ON flags, results. */
 #define _GNU_SOURCE
 #include <errno.h>

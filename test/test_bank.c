@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_bank.c - many processes, one domain: compare ops make optimistic
  * transfers safe, readers see only committed states, kill -9 loses

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_crash.c - kill -9 at every OS call.  For every corpus transaction,
  * a child runs it and is killed (SIGKILL, no cleanup) right before call k,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_itx.c - interactive transactions (fstx_begin, src/itx.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_journal.c - damaged journals (journal.c rule 3).  A transaction is
  * killed after it began changing the tree, leaving a hot journal and a

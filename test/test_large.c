@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_large.c - large overwrites keep memory bounded and work on every
  * filesystem.  A child process overwrites FSTX_LARGE_MB (default 1024) MiB

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_lazy.c - lazy transactions (FSTX_UT_LAZY, src/wal.c W10).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_ops.c - every op, differentially: each scenario runs once through
  * fstx and once as plain syscalls on a twin tree; the per-op results and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_powerloss.c - simulated power loss (in the manner of SQLite's
  * test6.c).  A layer over the ops table records, since the last barrier,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_race.c - a process that does not cooperate swaps symlinks leading
  * out of the domain in and out of place while transactions run.  fstx

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_rollback.c - a failure at every position of every corpus transaction
  * rolls the whole tree back byte for byte; and EIO / ENOSPC injected at every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_txtext.c - the transaction text grammar (fstx-tx(5)). */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_wal.c - the write-ahead log (FSTX_UT_WAL, src/wal.c).
  *

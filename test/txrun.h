@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* txrun.h - run transaction text in-process (tests only). */
 #ifndef FSTX_TEST_TXRUN_H
 #define FSTX_TEST_TXRUN_H

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # deps.sh - make sure the build and test dependencies are installed.
 # As root, installs what is missing with apt-get (idempotent); otherwise
 # prints the exact command to run.

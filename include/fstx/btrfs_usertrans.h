@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fstx/btrfs_usertrans.h - the BTRFS_IOC_USERTRANS ABI (RFC, 2009), reproduced.
  *
