@@ -16,7 +16,7 @@ static int beneath_openat2(int dirfd, const char *p, int flags, mode_t mode,
 {
 	if (in_parse)
 		resolve |= 0x08 | 0x02; /* RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS */
-	return fstx_os_libc.openat2(dirfd, p, flags, mode, resolve);
+	return fx_os_libc.openat2(dirfd, p, flags, mode, resolve);
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	int basefd, r;
 
 	fz_setup();
-	fstx_os.openat2 = beneath_openat2;
+	fx_os.openat2 = beneath_openat2;
 	basefd = open(fz_out, O_RDONLY | O_DIRECTORY); /* @FILE reads here */
 	in_parse = 1;
 	r = fx_txt_parse((const char *)data, size, basefd, &t);

@@ -114,7 +114,7 @@ static void busy_hint(const unsigned char *log, size_t n)
 		memcpy(h, log + 16, 8); /* the header's salt */
 	memcpy(h + 8, &end, 8);
 	memcpy(h + 16, &start, 8);
-	if (fstx_os_libc.boot_id((char *)h + 24) < 0)
+	if (fx_os_libc.boot_id((char *)h + 24) < 0)
 		abort();
 	h[60] = 0; /* boot id: 36 bytes, no NUL kept */
 	crc = fx_crc32c(0, h, 64);
@@ -188,11 +188,11 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	pre = t_snapshot(fz_dom);
 	m0 = fz_meta_snap();
 	if (!same_boot)
-		fstx_os.boot_id = other_boot;
+		fx_os.boot_id = other_boot;
 	FZ_CHECK(fstx_domain_open(fz_dom, &d) == 0, "open");
 	r = fstx_recover(d);
 	fstx_domain_close(d);
-	fstx_os = fstx_os_libc;
+	fx_os = fx_os_libc;
 	post = t_snapshot(fz_dom);
 	m1 = fz_meta_snap();
 	FZ_CHECK(!strcmp(m0, m1), "recovery of a log changed .fstx/ beyond the log");

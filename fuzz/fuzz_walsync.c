@@ -80,7 +80,7 @@ static void forge(const unsigned char *data, size_t size)
 		memcpy(h, data + 61, 88);
 		if (data[0] & 8)
 			memcpy(h, salt, 8);
-		if (fstx_os_libc.boot_id((char *)h + 24) < 0)
+		if (fx_os_libc.boot_id((char *)h + 24) < 0)
 			abort();
 		crc = fx_crc32c(0, h, 60);
 		memcpy(h + 60, &crc, 4);

@@ -39,11 +39,11 @@ int fstx_domain_open(const char *path, fstx_domain **out)
 
 	if (!path || !out)
 		return -EINVAL;
-	fd = fstx_os.openat2(AT_FDCWD, path, O_RDONLY | O_DIRECTORY, 0, 0);
+	fd = fx_os.openat2(AT_FDCWD, path, O_RDONLY | O_DIRECTORY, 0, 0);
 	if (fd < 0)
 		return fd;
 	r = fstx_domain_openfd(fd, out);
-	fstx_os.close(fd);
+	fx_os.close(fd);
 	return r;
 }
 
@@ -75,7 +75,7 @@ int fstx_sync(fstx_domain *d)
 		return r;
 	r = fx_wal_flush(d);
 	if (r >= 0 && d->nosync_wrote) {
-		if ((r = fstx_os.syncfs(d->root)) < 0)
+		if ((r = fx_os.syncfs(d->root)) < 0)
 			d->latched = r;
 		else
 			d->nosync_wrote = 0;
@@ -125,7 +125,7 @@ int fstx_read_begin(fstx_domain *d)
 
 	if (!d)
 		return -EINVAL;
-	if ((r = fstx_os.flock(d->lockfd, LOCK_SH)) < 0)
+	if ((r = fx_os.flock(d->lockfd, LOCK_SH)) < 0)
 		return r;
 	wedged = fx_is_wedged(d);
 	r = wedged ? wedged : fx_journal_hot(d);
@@ -167,7 +167,7 @@ int fstx_status(fstx_domain *d, struct fstx_status *st)
 	if (!d || !st)
 		return -EINVAL;
 	memset(st, 0, sizeof(*st));
-	if ((r = fstx_os.fstat(d->jfd, &js)) < 0)
+	if ((r = fx_os.fstat(d->jfd, &js)) < 0)
 		return r;
 	st->hot = js.st_size > 0;
 	st->journal_bytes = (uint64_t)js.st_size;

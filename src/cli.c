@@ -188,11 +188,11 @@ static int open_basedir(const char *file)
 	int fd;
 
 	if (!file || !strcmp(file, "-"))
-		return fstx_os.openat2(AT_FDCWD, ".", O_RDONLY | O_DIRECTORY, 0, 0);
+		return fx_os.openat2(AT_FDCWD, ".", O_RDONLY | O_DIRECTORY, 0, 0);
 	copy = fx_strdup(file);
 	if (!copy)
 		return -ENOMEM;
-	fd = fstx_os.openat2(AT_FDCWD, dirname(copy), O_RDONLY | O_DIRECTORY, 0, 0);
+	fd = fx_os.openat2(AT_FDCWD, dirname(copy), O_RDONLY | O_DIRECTORY, 0, 0);
 	free(copy);
 	return fd;
 }
@@ -203,11 +203,11 @@ static int read_text(const char *file, char **text, size_t *len)
 	int fd = 0, r;
 
 	if (file && strcmp(file, "-") &&
-	    (fd = fstx_os.openat2(AT_FDCWD, file, O_RDONLY, 0, 0)) < 0)
+	    (fd = fx_os.openat2(AT_FDCWD, file, O_RDONLY, 0, 0)) < 0)
 		return fd;
 	r = fx_txt_read(fd, text, len);
 	if (fd > 0)
-		fstx_os.close(fd);
+		fx_os.close(fd);
 	return r;
 }
 
@@ -237,7 +237,7 @@ static int cmd_run(const char *dir, const char *file, int json)
 	base = open_basedir(file);
 	r = fx_txt_parse(text, len, base >= 0 ? base : -1, &t);
 	if (base >= 0)
-		fstx_os.close(base);
+		fx_os.close(base);
 	free(text);
 	if (r < 0) {
 		o.line = t.errline;

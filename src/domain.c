@@ -26,7 +26,7 @@
 
 static int ensure_dir(int dirfd, const char *name, int *created)
 {
-	int r = fstx_os.mkdirat(dirfd, name, 0700);
+	int r = fx_os.mkdirat(dirfd, name, 0700);
 
 	if (r == 0)
 		*created = 1;
@@ -36,10 +36,10 @@ static int ensure_dir(int dirfd, const char *name, int *created)
 /* Open .fstx/name read-write, creating it (and saying so) if absent. */
 static int open_file(struct fstx_domain *d, const char *name, int *created)
 {
-	int fd = fstx_os.openat2(d->meta, name, O_RDWR, 0, FX_RESOLVE);
+	int fd = fx_os.openat2(d->meta, name, O_RDWR, 0, FX_RESOLVE);
 
 	if (fd == -ENOENT) {
-		fd = fstx_os.openat2(d->meta, name, O_RDWR | O_CREAT, 0600, FX_RESOLVE);
+		fd = fx_os.openat2(d->meta, name, O_RDWR | O_CREAT, 0600, FX_RESOLVE);
 		*created = 1;
 	}
 	return fd;
@@ -55,14 +55,14 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 	d->mark = -1;
 	for (size_t i = 0; i < FX_FDC; i++)
 		d->fdc[i] = (struct fx_fdc){ .fd = -1 };
-	r = fstx_os.openat2(dirfd, ".", O_RDONLY | O_DIRECTORY, 0, 0);
+	r = fx_os.openat2(dirfd, ".", O_RDONLY | O_DIRECTORY, 0, 0);
 	if (r < 0)
 		return r;
 	d->root = r;
 	r = ensure_dir(d->root, FX_META, &created);
 	if (r < 0)
 		goto fail;
-	r = fstx_os.openat2(d->root, FX_META, O_RDONLY | O_DIRECTORY, 0,
+	r = fx_os.openat2(d->root, FX_META, O_RDONLY | O_DIRECTORY, 0,
 			    FX_RESOLVE);
 	if (r < 0)
 		goto fail;
@@ -70,7 +70,7 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 	if ((r = ensure_dir(d->meta, "new", &created)) < 0 ||
 	    (r = ensure_dir(d->meta, "trash", &created)) < 0)
 		goto fail;
-	r = fstx_os.openat2(d->meta, "lock", O_RDWR | O_CREAT, 0600, FX_RESOLVE);
+	r = fx_os.openat2(d->meta, "lock", O_RDWR | O_CREAT, 0600, FX_RESOLVE);
 	if (r < 0)
 		goto fail;
 	d->lockfd = r;
@@ -81,8 +81,8 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 	fx_fs_detect(d);
 	if (created) {
 		/* New names must be durable before a journal relies on them. */
-		if ((r = fstx_os.fsync(d->meta)) < 0 ||
-		    (r = fstx_os.fsync(d->root)) < 0)
+		if ((r = fx_os.fsync(d->meta)) < 0 ||
+		    (r = fx_os.fsync(d->root)) < 0)
 			goto fail;
 	}
 	return 0;
@@ -98,12 +98,12 @@ void fx_domain_fini(struct fstx_domain *d)
 
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
 		if (*fds[i] >= 0)
-			fstx_os.close(*fds[i]);
+			fx_os.close(*fds[i]);
 		*fds[i] = -1;
 	}
 	for (size_t i = 0; i < FX_FDC; i++) {
 		if (d->fdc[i].fd >= 0)
-			fstx_os.close(d->fdc[i].fd);
+			fx_os.close(d->fdc[i].fd);
 		d->fdc[i].fd = -1;
 	}
 	free(d->wbuf);
@@ -112,24 +112,24 @@ void fx_domain_fini(struct fstx_domain *d)
 	d->win = NULL;
 	d->win_cap = 0;
 	if (d->walmap)
-		fstx_os.unmap((void *)(uintptr_t)d->walmap, FX_WALMAP);
+		fx_os.unmap((void *)(uintptr_t)d->walmap, FX_WALMAP);
 	d->walmap = NULL;
 }
 
 int fx_lock(struct fstx_domain *d)
 {
-	return fstx_os.flock(d->lockfd, LOCK_EX);
+	return fx_os.flock(d->lockfd, LOCK_EX);
 }
 
 void fx_unlock(struct fstx_domain *d)
 {
-	fstx_os.flock(d->lockfd, LOCK_UN);
+	fx_os.flock(d->lockfd, LOCK_UN);
 }
 
 int fx_is_wedged(struct fstx_domain *d)
 {
 	struct stat st;
-	int r = fstx_os.fstatat(d->meta, "wedged", &st, AT_SYMLINK_NOFOLLOW);
+	int r = fx_os.fstatat(d->meta, "wedged", &st, AT_SYMLINK_NOFOLLOW);
 
 	if (r == -ENOENT)
 		return 0;
@@ -142,22 +142,22 @@ int fx_wedge(struct fstx_domain *d)
 
 	if (r < 0)
 		return r;
-	fd = fstx_os.openat2(d->meta, "wedged", O_WRONLY | O_CREAT, 0600,
+	fd = fx_os.openat2(d->meta, "wedged", O_WRONLY | O_CREAT, 0600,
 			     FX_RESOLVE);
 	if (fd < 0)
 		return fd;
-	r = fstx_os.fsync(fd);
-	fstx_os.close(fd);
-	return r < 0 ? r : fstx_os.fsync(d->meta);
+	r = fx_os.fsync(fd);
+	fx_os.close(fd);
+	return r < 0 ? r : fx_os.fsync(d->meta);
 }
 
 int fx_unwedge(struct fstx_domain *d)
 {
-	int r = fstx_os.unlinkat(d->meta, "wedged", 0);
+	int r = fx_os.unlinkat(d->meta, "wedged", 0);
 
 	if (r == -ENOENT)
 		return 0;
-	return r < 0 ? r : fstx_os.fsync(d->meta);
+	return r < 0 ? r : fx_os.fsync(d->meta);
 }
 
 int fx_dir_each(int fd, int (*cb)(int fd, const char *name, void *arg),
@@ -166,7 +166,7 @@ int fx_dir_each(int fd, int (*cb)(int fd, const char *name, void *arg),
 	char buf[4096];
 	ssize_t n;
 
-	while ((n = fstx_os.getdents(fd, buf, sizeof(buf))) > 0) {
+	while ((n = fx_os.getdents(fd, buf, sizeof(buf))) > 0) {
 		for (ssize_t off = 0; off < n;) {
 			struct { uint64_t ino; int64_t off; unsigned short reclen;
 				 unsigned char type; char name[]; } *e = (void *)(buf + off);
@@ -184,24 +184,24 @@ int fx_dir_each(int fd, int (*cb)(int fd, const char *name, void *arg),
 
 static int remove_entry(int fd, const char *name, void *arg)
 {
-	int r = fstx_os.unlinkat(fd, name, 0);
+	int r = fx_os.unlinkat(fd, name, 0);
 
 	(void)arg;
 	if (r == -EISDIR || r == -EPERM)
-		r = fstx_os.unlinkat(fd, name, AT_REMOVEDIR);
+		r = fx_os.unlinkat(fd, name, AT_REMOVEDIR);
 	return r == -ENOENT ? 0 : r;
 }
 
 /* Remove every entry of an fstx scratch directory (new/ or trash/). */
 static int clean_dir(struct fstx_domain *d, const char *dir)
 {
-	int fd = fstx_os.openat2(d->meta, dir, O_RDONLY | O_DIRECTORY, 0, FX_RESOLVE);
+	int fd = fx_os.openat2(d->meta, dir, O_RDONLY | O_DIRECTORY, 0, FX_RESOLVE);
 	int r;
 
 	if (fd < 0)
 		return fd;
 	r = fx_dir_each(fd, remove_entry, NULL);
-	fstx_os.close(fd);
+	fx_os.close(fd);
 	return r;
 }
 
@@ -215,11 +215,11 @@ int fx_mark_set(struct fstx_domain *d, long i)
 		return 0;
 	snprintf(new, sizeof(new), "step.%016llx.%ld", (unsigned long long)d->txid, i);
 	if (d->mark < 0) {
-		r = fstx_os.symlinkat("fstx", d->meta, new);
+		r = fx_os.symlinkat("fstx", d->meta, new);
 	} else {
 		snprintf(old, sizeof(old), "step.%016llx.%ld",
 			 (unsigned long long)d->txid, d->mark);
-		r = fstx_os.renameat2(d->meta, old, d->meta, new, RENAME_NOREPLACE);
+		r = fx_os.renameat2(d->meta, old, d->meta, new, RENAME_NOREPLACE);
 	}
 	if (r == 0)
 		d->mark = i;
@@ -243,7 +243,7 @@ static int mark_entry(int fd, const char *name, void *arg)
 	if (strncmp(name, "step.", 5))
 		return 0;
 	if (m->unlink_all) {
-		int r = fstx_os.unlinkat(fd, name, 0);
+		int r = fx_os.unlinkat(fd, name, 0);
 
 		return r == -ENOENT ? 0 : r;
 	}
@@ -262,7 +262,7 @@ static int mark_entry(int fd, const char *name, void *arg)
 static int mark_scan(struct fstx_domain *d, int unlink_all)
 {
 	struct mark_scan m = { .d = d, .best = -1, .unlink_all = unlink_all };
-	int fd = fstx_os.openat2(d->root, FX_META, O_RDONLY | O_DIRECTORY, 0,
+	int fd = fx_os.openat2(d->root, FX_META, O_RDONLY | O_DIRECTORY, 0,
 				 FX_RESOLVE);
 	int r;
 
@@ -270,7 +270,7 @@ static int mark_scan(struct fstx_domain *d, int unlink_all)
 		return fd;
 	snprintf(m.want, sizeof(m.want), "step.%016llx.", (unsigned long long)d->txid);
 	r = fx_dir_each(fd, mark_entry, &m);
-	fstx_os.close(fd);
+	fx_os.close(fd);
 	if (r < 0)
 		return r;
 	d->mark = m.best;
@@ -291,13 +291,13 @@ static int any_mark(int fd, const char *name, void *arg)
 
 int fx_mark_any(struct fstx_domain *d)
 {
-	int fd = fstx_os.openat2(d->root, FX_META, O_RDONLY | O_DIRECTORY, 0,
+	int fd = fx_os.openat2(d->root, FX_META, O_RDONLY | O_DIRECTORY, 0,
 				 FX_RESOLVE), r;
 
 	if (fd < 0)
 		return fd;
 	r = fx_dir_each(fd, any_mark, NULL);
-	fstx_os.close(fd);
+	fx_os.close(fd);
 	return r;
 }
 
@@ -309,13 +309,13 @@ int fx_parent(struct fstx_domain *d, const char *p, const char **name)
 
 	if (!slash) {
 		*name = p;
-		return fstx_os.dup(d->root);
+		return fx_os.dup(d->root);
 	}
 	*name = slash + 1;
 	dir = fx_strndup(p, (size_t)(slash - p));
 	if (!dir)
 		return -ENOMEM;
-	fd = fstx_os.openat2(d->root, dir, O_PATH | O_DIRECTORY, 0, FX_RESOLVE);
+	fd = fx_os.openat2(d->root, dir, O_PATH | O_DIRECTORY, 0, FX_RESOLVE);
 	free(dir);
 	return fd;
 }
@@ -326,20 +326,20 @@ int fx_lstat(struct fstx_domain *d, const char *p, struct stat *st)
 	int dfd, r;
 
 	if (!*p)
-		return fstx_os.fstat(d->root, st);
+		return fx_os.fstat(d->root, st);
 	if (!strchr(p, '/')) /* in the root: no parent to open */
-		return fstx_os.fstatat(d->root, p, st, AT_SYMLINK_NOFOLLOW);
+		return fx_os.fstatat(d->root, p, st, AT_SYMLINK_NOFOLLOW);
 	dfd = fx_parent(d, p, &name);
 	if (dfd < 0)
 		return dfd;
-	r = fstx_os.fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW);
-	fstx_os.close(dfd);
+	r = fx_os.fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW);
+	fx_os.close(dfd);
 	return r;
 }
 
 int fx_open(struct fstx_domain *d, const char *p, int flags, mode_t mode)
 {
-	return fstx_os.openat2(d->root, *p ? p : ".", flags, mode, FX_RESOLVE);
+	return fx_os.openat2(d->root, *p ? p : ".", flags, mode, FX_RESOLVE);
 }
 
 int fx_clean_scratch(struct fstx_domain *d)

@@ -29,9 +29,9 @@ void fx_fs_detect(struct fstx_domain *d)
 	struct stat st;
 
 	d->fs = (struct fx_fsfacts){ 0 };
-	if (fstx_os.fstat(d->root, &st) == 0)
+	if (fx_os.fstat(d->root, &st) == 0)
 		d->fs.dev = (uint64_t)st.st_dev;
-	if (fstx_os.fstatfs(d->root, &sf) == 0) {
+	if (fx_os.fstatfs(d->root, &sf) == 0) {
 		d->fs.magic = (long)sf.f_type;
 		d->fs.block_size = (uint32_t)sf.f_bsize;
 	}
@@ -56,24 +56,24 @@ int fx_fs_probe(struct fstx_domain *d)
 
 	if (d->fs.probed)
 		return 0;
-	a = fstx_os.openat2(d->meta, "new/probe-a", O_RDWR | O_CREAT | O_TRUNC,
+	a = fx_os.openat2(d->meta, "new/probe-a", O_RDWR | O_CREAT | O_TRUNC,
 			    0600, FX_RESOLVE);
-	b = fstx_os.openat2(d->meta, "new/probe-b", O_RDWR | O_CREAT | O_TRUNC,
+	b = fx_os.openat2(d->meta, "new/probe-b", O_RDWR | O_CREAT | O_TRUNC,
 			    0600, FX_RESOLVE);
 	if (a < 0 || b < 0) {
 		r = a < 0 ? a : b;
 		goto out;
 	}
-	d->fs.xattr_user = fstx_os.fsetxattr(a, "user.fstx.probe", "1", 1, 0) == 0;
-	d->fs.reflink = fstx_os.ficlonerange(b, a, 0, 0, 0) == 0;
+	d->fs.xattr_user = fx_os.fsetxattr(a, "user.fstx.probe", "1", 1, 0) == 0;
+	d->fs.reflink = fx_os.ficlonerange(b, a, 0, 0, 0) == 0;
 	d->fs.probed = 1;
 out:
 	if (a >= 0)
-		fstx_os.close(a);
+		fx_os.close(a);
 	if (b >= 0)
-		fstx_os.close(b);
-	fstx_os.unlinkat(d->meta, "new/probe-a", 0);
-	fstx_os.unlinkat(d->meta, "new/probe-b", 0);
+		fx_os.close(b);
+	fx_os.unlinkat(d->meta, "new/probe-a", 0);
+	fx_os.unlinkat(d->meta, "new/probe-b", 0);
 	return r;
 }
 
@@ -92,6 +92,6 @@ const char *fx_fs_name(long magic)
 
 int fx_fs_probe_dir_fsync(struct fstx_domain *d)
 {
-	d->fs.dir_fsync = fstx_os.fsync(d->meta) == 0;
+	d->fs.dir_fsync = fx_os.fsync(d->meta) == 0;
 	return d->fs.dir_fsync;
 }

@@ -113,13 +113,13 @@ static int read_base(struct fstx_domain *d, const char *ipath,
 	*len = 0;
 	if (fd < 0)
 		return fd;
-	if ((r = fstx_os.fstat(fd, &st)) < 0)
+	if ((r = fx_os.fstat(fd, &st)) < 0)
 		goto out;
 	r = -ENOMEM;
 	if (!(*buf = fx_malloc((size_t)st.st_size + 1)))
 		goto out;
 	while (got < (size_t)st.st_size) {
-		ssize_t n = fstx_os.pread(fd, *buf + got, (size_t)st.st_size - got,
+		ssize_t n = fx_os.pread(fd, *buf + got, (size_t)st.st_size - got,
 					  (off_t)got);
 
 		if (n < 0) {
@@ -133,7 +133,7 @@ static int read_base(struct fstx_domain *d, const char *ipath,
 	*len = got;
 	r = 0;
 out:
-	fstx_os.close(fd);
+	fx_os.close(fd);
 	return r;
 }
 

@@ -167,7 +167,7 @@ static void putstr(struct jw *w, const char *s)
 static int write_all(int fd, const unsigned char *p, size_t n, uint64_t off)
 {
 	while (n) {
-		ssize_t k = fstx_os.pwrite(fd, p, n, (off_t)off);
+		ssize_t k = fx_os.pwrite(fd, p, n, (off_t)off);
 
 		if (k <= 0)
 			return k < 0 ? (int)k : -EIO;
@@ -271,11 +271,11 @@ static int open_capture(struct fstx_domain *d, const struct fx_capture *c,
 
 	if (fd < 0)
 		return fd;
-	r = fstx_os.fstat(fd, &st);
+	r = fx_os.fstat(fd, &st);
 	if (r == 0 && (uint64_t)st.st_ino != c->ino)
 		r = -ESTALE;
 	if (r < 0) {
-		fstx_os.close(fd);
+		fx_os.close(fd);
 		return r;
 	}
 	return fd;
@@ -288,7 +288,7 @@ static int64_t crc_range(int fd, uint64_t off, uint64_t len, unsigned char *chun
 
 	while (len) {
 		size_t want = len > J_CHUNK ? J_CHUNK : (size_t)len;
-		ssize_t got = fstx_os.pread(fd, chunk, want, (off_t)off);
+		ssize_t got = fx_os.pread(fd, chunk, want, (off_t)off);
 
 		if (got < 0)
 			return got;
@@ -327,7 +327,7 @@ static int write_clone(struct jw *w, const struct fx_capture *c, int fd,
 		return 0;
 	joff = (uint64_t)w->off + w->used + recsz(40 + strsz(c->ipath));
 	joff = (joff + bs - 1) & ~(bs - 1);
-	r = fstx_os.ficlonerange(d->jfd, fd, a, e - a, joff);
+	r = fx_os.ficlonerange(d->jfd, fd, a, e - a, joff);
 	if (r == -EOPNOTSUPP || r == -EXDEV || r == -EINVAL || r == -ETXTBSY)
 		return 0;
 	if (r < 0)
@@ -366,7 +366,7 @@ static void write_data(struct jw *w, const struct fx_capture *c, int fd,
 
 		while (off < end && !w->err) {
 			size_t want = end - off > J_CHUNK ? J_CHUNK : (size_t)(end - off);
-			ssize_t got = fstx_os.pread(fd, chunk, want, (off_t)off);
+			ssize_t got = fx_os.pread(fd, chunk, want, (off_t)off);
 
 			if (got < 0) {
 				w->err = (int)got;
@@ -388,7 +388,7 @@ static void write_xattrs(struct jw *w, const struct fx_capture *c, int fd,
 			 unsigned char *val)
 {
 	for (size_t x = 0; x < c->nxnames && !w->err; x++) {
-		ssize_t n = fstx_os.fgetxattr(fd, c->xnames[x], val, FSTX_MAX_XATTR);
+		ssize_t n = fx_os.fgetxattr(fd, c->xnames[x], val, FSTX_MAX_XATTR);
 
 		if (n < 0 && n != -ENODATA && n != -EOPNOTSUPP) {
 			w->err = (int)n;
@@ -424,7 +424,7 @@ static void write_capture(struct jw *w, struct fstx_domain *d,
 	}
 	write_data(w, c, fd, chunk);
 	write_xattrs(w, c, fd, chunk);
-	fstx_os.close(fd);
+	fx_os.close(fd);
 }
 
 int fx_journal_write(struct fstx_domain *d, const struct fx_step *steps,
@@ -467,7 +467,7 @@ int fx_journal_write(struct fstx_domain *d, const struct fx_step *steps,
 	d->jend = (uint64_t)w.off;
 	d->jseq = w.seq;
 	if (!r && !d->nosync) {
-		r = fstx_os.fdatasync(d->jfd); /* barrier 1 (rule 2) */
+		r = fx_os.fdatasync(d->jfd); /* barrier 1 (rule 2) */
 		if (r < 0)
 			d->latched = r;
 	}
@@ -494,12 +494,12 @@ int fx_journal_commit(struct fstx_domain *d)
 	int r;
 
 	c.h.crc = fx_crc32c(fx_crc32c(0, &c.h, sizeof(c.h)), &c.seq, 8);
-	n = fstx_os.pwrite(d->jfd, &c, sizeof(c), commit_off(d->jend));
+	n = fx_os.pwrite(d->jfd, &c, sizeof(c), commit_off(d->jend));
 	if (n != (ssize_t)sizeof(c))
 		return n < 0 ? (int)n : -EIO;
 	if (d->nosync) /* rule 9 */
 		return 0;
-	r = fstx_os.fdatasync(d->jfd); /* barrier 3: the commit point (rule 6) */
+	r = fx_os.fdatasync(d->jfd); /* barrier 3: the commit point (rule 6) */
 	if (r < 0)
 		d->latched = r;
 	return r;
@@ -507,11 +507,11 @@ int fx_journal_commit(struct fstx_domain *d)
 
 int fx_journal_clear(struct fstx_domain *d, int durable)
 {
-	int r = fstx_os.ftruncate(d->jfd, 0);
+	int r = fx_os.ftruncate(d->jfd, 0);
 
 	if (r < 0 || !durable)
 		return r;
-	r = fstx_os.fdatasync(d->jfd);
+	r = fx_os.fdatasync(d->jfd);
 	if (r < 0)
 		d->latched = r;
 	return r;
@@ -520,7 +520,7 @@ int fx_journal_clear(struct fstx_domain *d, int durable)
 int fx_journal_hot(struct fstx_domain *d)
 {
 	struct stat st;
-	int r = fstx_os.fstat(d->jfd, &st);
+	int r = fx_os.fstat(d->jfd, &st);
 
 	return r < 0 ? r : st.st_size > 0;
 }
@@ -680,7 +680,7 @@ static int read_full(int fd, void *buf, size_t len, off_t off)
 	size_t done = 0;
 
 	while (done < len) {
-		ssize_t n = fstx_os.pread(fd, (char *)buf + done, len - done,
+		ssize_t n = fx_os.pread(fd, (char *)buf + done, len - done,
 					  off + (off_t)done);
 		if (n < 0)
 			return (int)n;
@@ -867,8 +867,8 @@ static int remove_path(struct fstx_domain *d, const char *p, int dir)
 		return 0;
 	if (dfd < 0)
 		return dfd;
-	r = fstx_os.unlinkat(dfd, name, dir ? AT_REMOVEDIR : 0);
-	fstx_os.close(dfd);
+	r = fx_os.unlinkat(dfd, name, dir ? AT_REMOVEDIR : 0);
+	fx_os.close(dfd);
 	return r == -ENOENT ? 0 : r;
 }
 
@@ -882,12 +882,12 @@ int fx_move(struct fstx_domain *d, const char *src, const char *dst)
 		return sfd;
 	dfd = fx_parent(d, dst, &dn);
 	if (dfd < 0) {
-		fstx_os.close(sfd);
+		fx_os.close(sfd);
 		return dfd;
 	}
-	r = fstx_os.renameat2(sfd, sn, dfd, dn, RENAME_NOREPLACE);
-	fstx_os.close(sfd);
-	fstx_os.close(dfd);
+	r = fx_os.renameat2(sfd, sn, dfd, dn, RENAME_NOREPLACE);
+	fx_os.close(sfd);
+	fx_os.close(dfd);
 	return r;
 }
 
@@ -937,14 +937,14 @@ static int apply_clone(struct jr *j, const struct jrec *rec)
 	free(k.ipath);
 	if (fd < 0)
 		return fd;
-	r = fstx_os.ficlonerange(fd, j->d->jfd, k.joff, k.len, k.off);
+	r = fx_os.ficlonerange(fd, j->d->jfd, k.joff, k.len, k.off);
 	if (r == 0)
 		done = k.len;
 	else
 		r = 0;
 	while (!r && done < k.len) {
 		size_t want = k.len - done > J_CHUNK ? J_CHUNK : (size_t)(k.len - done);
-		ssize_t n = fstx_os.pread(j->d->jfd, j->buf, want,
+		ssize_t n = fx_os.pread(j->d->jfd, j->buf, want,
 					  (off_t)(k.joff + done));
 
 		if (n <= 0) {
@@ -955,7 +955,7 @@ static int apply_clone(struct jr *j, const struct jrec *rec)
 			break;
 		done += (uint64_t)n;
 	}
-	fstx_os.close(fd);
+	fx_os.close(fd);
 	return r;
 }
 
@@ -998,19 +998,19 @@ static int apply_rec(struct jr *j, const struct jrec *rec)
 		goto out;
 	}
 	if (rec->type == J_SIZE) {
-		r = fstx_os.ftruncate(fd, (off_t)size);
+		r = fx_os.ftruncate(fd, (off_t)size);
 	} else if (rec->type == J_DATA) {
-		ssize_t n = len ? fstx_os.pwrite(fd, data, len, (off_t)off) : 0;
+		ssize_t n = len ? fx_os.pwrite(fd, data, len, (off_t)off) : 0;
 
 		r = n < 0 ? (int)n : (uint32_t)n == len ? 0 : -EIO;
 	} else if (present) {
-		r = fstx_os.fsetxattr(fd, name, data, len, 0);
+		r = fx_os.fsetxattr(fd, name, data, len, 0);
 	} else {
-		r = fstx_os.fremovexattr(fd, name);
+		r = fx_os.fremovexattr(fd, name);
 		if (r == -ENODATA || r == -EOPNOTSUPP)
 			r = 0;
 	}
-	fstx_os.close(fd);
+	fx_os.close(fd);
 out:
 	free(ipath);
 	free(name);
@@ -1082,7 +1082,7 @@ int fx_recover_mode(struct fstx_domain *d, int ignore_commit)
 		r = journal_undo(&j);
 		if (r < 0)
 			goto out;
-		r = fstx_os.syncfs(d->root); /* rule 6 */
+		r = fx_os.syncfs(d->root); /* rule 6 */
 		if (r < 0) {
 			d->latched = r;
 			goto out;

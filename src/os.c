@@ -213,7 +213,7 @@ static void *os_realloc(void *p, size_t len)
 
 void *fx_malloc(size_t len)
 {
-	return fstx_os.realloc(NULL, len);
+	return fx_os.realloc(NULL, len);
 }
 
 void *fx_calloc(size_t n, size_t size)
@@ -222,14 +222,14 @@ void *fx_calloc(size_t n, size_t size)
 
 	if (size && n > SIZE_MAX / size)
 		return NULL;
-	if ((p = fstx_os.realloc(NULL, n * size)))
+	if ((p = fx_os.realloc(NULL, n * size)))
 		memset(p, 0, n * size);
 	return p;
 }
 
 void *fx_realloc(void *p, size_t len)
 {
-	return fstx_os.realloc(p, len);
+	return fx_os.realloc(p, len);
 }
 
 char *fx_strndup(const char *s, size_t len)
@@ -237,7 +237,7 @@ char *fx_strndup(const char *s, size_t len)
 	char *p;
 
 	len = strnlen(s, len);
-	if ((p = fstx_os.realloc(NULL, len + 1))) {
+	if ((p = fx_os.realloc(NULL, len + 1))) {
 		memcpy(p, s, len);
 		p[len] = 0;
 	}
@@ -258,7 +258,7 @@ int fx_asprintf(char **out, const char *fmt, ...)
 	va_start(ap, fmt);
 	n = vsnprintf(NULL, 0, fmt, ap);
 	va_end(ap);
-	if (n < 0 || !(p = fstx_os.realloc(NULL, (size_t)n + 1)))
+	if (n < 0 || !(p = fx_os.realloc(NULL, (size_t)n + 1)))
 		return -1;
 	va_start(ap, fmt);
 	vsnprintf(p, (size_t)n + 1, fmt, ap);
@@ -267,7 +267,7 @@ int fx_asprintf(char **out, const char *fmt, ...)
 	return n;
 }
 
-/* The libc table; fstx_os starts as a copy of it (a macro: C has no
+/* The libc table; fx_os starts as a copy of it (a macro: C has no
  * constant struct copies in initializers). */
 #define OS_LIBC { \
 	.openat2 = os_openat2, \
@@ -305,6 +305,6 @@ int fx_asprintf(char **out, const char *fmt, ...)
 	.realloc = os_realloc, \
 }
 
-const struct fstx_os fstx_os_libc = OS_LIBC;
+const struct fx_os fx_os_libc = OS_LIBC;
 
-struct fstx_os fstx_os = OS_LIBC;
+struct fx_os fx_os = OS_LIBC;

@@ -3,7 +3,7 @@
  * os.h - the one table of OS calls.
  *
  * Every call fstx makes to the kernel for files and directories goes through
- * fstx_os (only os.c calls libc for them), so a test can wrap the table to
+ * fx_os (only os.c calls libc for them), so a test can wrap the table to
  * count calls, kill the process before call k, fail call k with EIO or
  * ENOSPC, or record writes for power-loss simulation.  Every entry returns
  * a non-negative value on success and -errno on failure (but realloc, which
@@ -19,7 +19,7 @@
 #include <sys/statvfs.h>
 #include <sys/vfs.h>
 
-struct fstx_os {
+struct fx_os {
 	/* resolve: RESOLVE_* bits for openat2(2) */
 	int (*openat2)(int dirfd, const char *path, int flags, mode_t mode,
 		       uint64_t resolve);
@@ -73,7 +73,7 @@ struct fstx_os {
 	void *(*realloc)(void *p, size_t len);
 };
 
-/* The library's allocators: libc's contract, served by fstx_os.realloc;
+/* The library's allocators: libc's contract, served by fx_os.realloc;
  * what they return is freed with free(3).  fx_asprintf() returns -1 on
  * failure and leaves *out unset. */
 void *fx_malloc(size_t len);
@@ -85,8 +85,8 @@ int fx_asprintf(char **out, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /* The live table; tests may replace entries (see test/faultos.c). */
-extern struct fstx_os fstx_os;
+extern struct fx_os fx_os;
 /* The libc-backed defaults, for wrappers to call through. */
-extern const struct fstx_os fstx_os_libc;
+extern const struct fx_os fx_os_libc;
 
 #endif

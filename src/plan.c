@@ -154,8 +154,8 @@ static int real_lookup_fs(struct plan *P, const char *ip, struct node *out)
 		ssize_t n = dfd;
 
 		if (dfd >= 0) {
-			n = fstx_os.readlinkat(dfd, name, buf, sizeof(buf) - 1);
-			fstx_os.close(dfd);
+			n = fx_os.readlinkat(dfd, name, buf, sizeof(buf) - 1);
+			fx_os.close(dfd);
 		}
 		if (n >= 0) {
 			buf[n] = 0;
@@ -370,7 +370,7 @@ static int dir_empty(struct plan *P, const char *p, const struct node *n)
 	if (fd < 0)
 		return fd;
 	r = fx_dir_each(fd, child_present, &e);
-	fstx_os.close(fd);
+	fx_os.close(fd);
 	return r < 0 ? r : !r;
 }
 
@@ -666,7 +666,7 @@ static int count_link(int fd, const char *name, void *arg)
 
 	if (s->depth == 0 && !strcmp(name, FX_META))
 		return 0;
-	r = fstx_os.fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW);
+	r = fx_os.fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW);
 	if (r == -ENOENT)
 		return 0;
 	if (r < 0)
@@ -677,7 +677,7 @@ static int count_link(int fd, const char *name, void *arg)
 		return (uint64_t)st.st_ino == s->ino && ++s->found >= s->want;
 	if (s->depth >= LINK_SCAN_DEPTH)
 		return -EXDEV; /* cannot prove the names are all inside */
-	dfd = fstx_os.openat2(fd, name, O_RDONLY | O_DIRECTORY, 0, FX_RESOLVE);
+	dfd = fx_os.openat2(fd, name, O_RDONLY | O_DIRECTORY, 0, FX_RESOLVE);
 	if (dfd == -ENOENT)
 		return 0;
 	if (dfd < 0)
@@ -685,7 +685,7 @@ static int count_link(int fd, const char *name, void *arg)
 	s->depth++;
 	r = fx_dir_each(dfd, count_link, s);
 	s->depth--;
-	fstx_os.close(dfd);
+	fx_os.close(dfd);
 	return r;
 }
 
@@ -699,15 +699,15 @@ static int links_inside(struct plan *P, int ci, const struct node *n)
 
 	if (c->links_ok || n->kind == K_DIR || n->nlink <= 1)
 		return 0;
-	fd = fstx_os.openat2(P->d->root, ".", O_RDONLY | O_DIRECTORY, 0, FX_RESOLVE);
+	fd = fx_os.openat2(P->d->root, ".", O_RDONLY | O_DIRECTORY, 0, FX_RESOLVE);
 	if (fd < 0)
 		return fd;
-	r = fstx_os.fstat(fd, &st);
+	r = fx_os.fstat(fd, &st);
 	if (r == 0) {
 		s.dev = (uint64_t)st.st_dev;
 		r = fx_dir_each(fd, count_link, &s);
 	}
-	fstx_os.close(fd);
+	fx_os.close(fd);
 	if (r < 0)
 		return r;
 	if (s.found < s.want)
@@ -1128,7 +1128,7 @@ static int same_data(int fd, const unsigned char *want, uint64_t len)
 	unsigned char buf[8192];
 	struct stat st;
 	uint64_t off = 0;
-	int r = fstx_os.fstat(fd, &st);
+	int r = fx_os.fstat(fd, &st);
 
 	if (r < 0)
 		return r;
@@ -1136,7 +1136,7 @@ static int same_data(int fd, const unsigned char *want, uint64_t len)
 		return 0;
 	while (off < len) {
 		size_t n = len - off > sizeof(buf) ? sizeof(buf) : (size_t)(len - off);
-		ssize_t got = fstx_os.pread(fd, buf, n, (off_t)off);
+		ssize_t got = fx_os.pread(fd, buf, n, (off_t)off);
 
 		if (got < 0)
 			return (int)got;
@@ -1154,7 +1154,7 @@ static int same_xattr(int fd, const char *name, const void *want, size_t len)
 
 	if (!buf)
 		return -ENOMEM;
-	got = fstx_os.fgetxattr(fd, name, buf, FSTX_MAX_XATTR + 1);
+	got = fx_os.fgetxattr(fd, name, buf, FSTX_MAX_XATTR + 1);
 	if (got >= 0)
 		got = (size_t)got == len && !memcmp(buf, want, len);
 	else if (got == -ENODATA)
@@ -1199,7 +1199,7 @@ static int check_assert(struct plan *P, size_t i)
 	else
 		r = same_xattr(fd, ARGP(op, 1), (const void *)(intptr_t)op->args[2],
 			       (size_t)op->args[3]);
-	fstx_os.close(fd);
+	fx_os.close(fd);
 out:
 	node_free(&n);
 	return r;

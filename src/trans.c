@@ -195,23 +195,23 @@ static int do_step(struct exec *X, const struct fx_step *s)
 		return dfd;
 	switch (s->kind) {
 	case FX_ST_MKDIR:
-		r = fstx_os.mkdirat(dfd, name, s->mode);
+		r = fx_os.mkdirat(dfd, name, s->mode);
 		break;
 	case FX_ST_SYMLINK:
-		r = fstx_os.symlinkat(s->aux, dfd, name);
+		r = fx_os.symlinkat(s->aux, dfd, name);
 		break;
 	case FX_ST_LINK:
 		sfd = fx_parent(X->d, s->src, &sname);
 		r = sfd;
 		if (sfd >= 0) {
-			r = fstx_os.linkat(sfd, sname, dfd, name, 0);
-			fstx_os.close(sfd);
+			r = fx_os.linkat(sfd, sname, dfd, name, 0);
+			fx_os.close(sfd);
 		}
 		break;
 	default:
 		r = -EINVAL; /* MKFILE is made by exec_open */
 	}
-	fstx_os.close(dfd);
+	fx_os.close(dfd);
 	return r;
 }
 
@@ -254,7 +254,7 @@ static int exec_open(struct exec *X, const struct btrfs_ioctl_usertrans_op *op,
 			return fd;
 		r = 0;
 		if (po->check_ino) {
-			r = fstx_os.fstat(fd, &st);
+			r = fx_os.fstat(fd, &st);
 			if (r == 0 && (uint64_t)st.st_ino != po->ino) {
 				X->diverged = 1; /* changed behind our back */
 				r = -ESTALE;
@@ -262,7 +262,7 @@ static int exec_open(struct exec *X, const struct btrfs_ioctl_usertrans_op *op,
 		}
 	}
 	if (r < 0) {
-		fstx_os.close(fd);
+		fx_os.close(fd);
 		return r;
 	}
 	X->fds[op->args[3]] = fd;
@@ -279,13 +279,13 @@ static int with_path_fd(struct exec *X, const struct btrfs_ioctl_usertrans_op *o
 	if (fd < 0)
 		return fd;
 	if (wr)
-		r = fstx_os.ftruncate(fd, (off_t)op->args[1]);
+		r = fx_os.ftruncate(fd, (off_t)op->args[1]);
 	else if (op->op == BTRFS_IOC_UT_OP_SETXATTR)
-		r = fstx_os.fsetxattr(fd, ARGP(op, 1), ARGP(op, 2),
+		r = fx_os.fsetxattr(fd, ARGP(op, 1), ARGP(op, 2),
 				      (size_t)op->args[3], (int)op->args[4]);
 	else
-		r = fstx_os.fremovexattr(fd, ARGP(op, 1));
-	fstx_os.close(fd);
+		r = fx_os.fremovexattr(fd, ARGP(op, 1));
+	fx_os.close(fd);
 	return r;
 }
 
@@ -295,28 +295,28 @@ static int64_t clone_range(int dst, int src, uint64_t soff, uint64_t len,
 {
 	struct stat st;
 	char buf[65536];
-	int r = fstx_os.ficlonerange(dst, src, soff, len, doff);
+	int r = fx_os.ficlonerange(dst, src, soff, len, doff);
 
 	if (r == 0 || (r != -EOPNOTSUPP && r != -EXDEV && r != -EINVAL &&
 		       r != -ENOTTY && r != -ETXTBSY && r != -ENOSYS))
 		return r;
 	if (!len) {
-		if ((r = fstx_os.fstat(src, &st)) < 0)
+		if ((r = fx_os.fstat(src, &st)) < 0)
 			return r;
 		len = (uint64_t)st.st_size > soff ? (uint64_t)st.st_size - soff : 0;
 	}
 	while (len) {
 		off_t so = (off_t)soff, dof = (off_t)doff;
 		size_t want = len > sizeof(buf) ? sizeof(buf) : (size_t)len;
-		ssize_t n = fstx_os.copy_file_range(src, &so, dst, &dof, want);
+		ssize_t n = fx_os.copy_file_range(src, &so, dst, &dof, want);
 
 		if (n < 0 && n != -EXDEV && n != -EOPNOTSUPP && n != -EINVAL &&
 		    n != -ENOSYS)
 			return n;
 		if (n < 0) {
-			n = fstx_os.pread(src, buf, want, (off_t)soff);
+			n = fx_os.pread(src, buf, want, (off_t)soff);
 			if (n > 0) {
-				ssize_t w = fstx_os.pwrite(dst, buf, (size_t)n, (off_t)doff);
+				ssize_t w = fx_os.pwrite(dst, buf, (size_t)n, (off_t)doff);
 
 				if (w < 0)
 					return w;
@@ -354,11 +354,11 @@ static int64_t exec_op(struct exec *X, size_t i)
 		if ((fd = fdof(X, op->args[0])) < 0)
 			return fd;
 		X->fds[op->args[0]] = -1;
-		return fstx_os.close(fd);
+		return fx_os.close(fd);
 	case BTRFS_IOC_UT_OP_PWRITE:
 		if ((fd = fdof(X, op->args[0])) < 0)
 			return fd;
-		return fstx_os.pwrite(fd, ARGP(op, 1), (size_t)op->args[2],
+		return fx_os.pwrite(fd, ARGP(op, 1), (size_t)op->args[2],
 				      (off_t)op->args[3]);
 	case BTRFS_IOC_UT_OP_CLONERANGE:
 		if ((fd = fdof(X, op->args[0])) < 0 || (fd2 = fdof(X, op->args[1])) < 0)
@@ -486,7 +486,7 @@ static int preflight(struct fstx_domain *d, const struct btrfs_ioctl_usertrans *
 		d->space_free -= bytes;
 		return 0;
 	}
-	if ((r = fstx_os.fstatvfs(d->root, &sv)) < 0)
+	if ((r = fx_os.fstatvfs(d->root, &sv)) < 0)
 		return r;
 	if ((uint64_t)sv.f_bavail * sv.f_frsize < bytes)
 		return -ENOSPC;
@@ -543,11 +543,11 @@ static long execute(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	}
 	for (uint64_t k = 0; k < ut->num_fds; k++)
 		if (X.fds[k] >= 0)
-			fstx_os.close(X.fds[k]);
+			fx_os.close(X.fds[k]);
 	free(X.fds);
 	ut->ops_completed = i;
 	if (ret == 0 && journaled && !d->nosync) {
-		r = fstx_os.syncfs(d->root); /* barrier 2 */
+		r = fx_os.syncfs(d->root); /* barrier 2 */
 		if (r < 0) {
 			d->latched = r;
 			ret = r;

@@ -252,31 +252,31 @@ static int readfile(struct ps *p, const char *name, char **buf, size_t *len)
 	size_t done = 0;
 	int fd, r;
 
-	fd = fstx_os.openat2(p->basedir, name, O_RDONLY, 0, 0);
+	fd = fx_os.openat2(p->basedir, name, O_RDONLY, 0, 0);
 	if (fd < 0)
 		return perr(p, "@%s: %s", name, strerror(-fd));
-	r = fstx_os.fstat(fd, &st);
+	r = fx_os.fstat(fd, &st);
 	if (r < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > MAX_DATA_FILE) {
-		fstx_os.close(fd);
+		fx_os.close(fd);
 		return perr(p, "@%s: %s", name, r < 0 ? strerror(-r)
 				   : "not a regular file of at most 4 GiB");
 	}
 	*buf = keep(p, fx_malloc((size_t)st.st_size + 1));
 	if (!*buf) {
-		fstx_os.close(fd);
+		fx_os.close(fd);
 		return -ENOMEM;
 	}
 	while (done < (size_t)st.st_size) {
-		ssize_t n = fstx_os.pread(fd, *buf + done, (size_t)st.st_size - done,
+		ssize_t n = fx_os.pread(fd, *buf + done, (size_t)st.st_size - done,
 					  (off_t)done);
 		if (n <= 0) {
-			fstx_os.close(fd);
+			fx_os.close(fd);
 			return perr(p, "@%s: %s", name, n < 0 ? strerror((int)-n)
 								: "file shrank while read");
 		}
 		done += (size_t)n;
 	}
-	fstx_os.close(fd);
+	fx_os.close(fd);
 	*len = done;
 	return 0;
 }
@@ -590,7 +590,7 @@ static int line(struct ps *p)
 
 /*
  * The transaction text of the CLI, from a file or a pipe: read(2) to the
- * end, the buffer doubling from 64 KiB.  Through fstx_os like all I/O, so
+ * end, the buffer doubling from 64 KiB.  Through fx_os like all I/O, so
  * a test fails each read and each allocation.
  */
 int fx_txt_read(int fd, char **out, size_t *len)
@@ -611,7 +611,7 @@ int fx_txt_read(int fd, char **out, size_t *len)
 			buf = nb;
 			cap *= 2;
 		}
-		got = fstx_os.read(fd, buf + n, cap - n);
+		got = fx_os.read(fd, buf + n, cap - n);
 		if (got < 0) {
 			free(buf);
 			return (int)got;

@@ -248,7 +248,7 @@ static int write_all(int fd, const void *buf, size_t len, uint64_t off)
 	const unsigned char *p = buf;
 
 	while (len) {
-		ssize_t n = fstx_os.pwrite(fd, p, len, (off_t)off);
+		ssize_t n = fx_os.pwrite(fd, p, len, (off_t)off);
 
 		if (n < 0)
 			return (int)n;
@@ -266,7 +266,7 @@ static int read_all(int fd, void *buf, size_t len, uint64_t off)
 	unsigned char *p = buf;
 
 	while (len) {
-		ssize_t n = fstx_os.pread(fd, p, len, (off_t)off);
+		ssize_t n = fx_os.pread(fd, p, len, (off_t)off);
 
 		if (n < 0)
 			return (int)n;
@@ -303,11 +303,11 @@ static void walsync_map(struct fstx_domain *d)
 	struct stat st;
 	void *p;
 
-	if (fstx_os.fstat(d->walsync, &st) < 0 ||
+	if (fx_os.fstat(d->walsync, &st) < 0 ||
 	    (st.st_size < FX_WALMAP &&
 	     write_all(d->walsync, &z, 1, FX_WALMAP - 1) < 0))
 		return;
-	if (fstx_os.map_ro(d->walsync, FX_WALMAP, &p) == 0)
+	if (fx_os.map_ro(d->walsync, FX_WALMAP, &p) == 0)
 		d->walmap = p;
 }
 
@@ -317,7 +317,7 @@ static int side_fd(struct fstx_domain *d)
 	int r;
 
 	if (d->walsync < 0) {
-		r = fstx_os.openat2(d->meta, "walsync", O_RDWR | O_CREAT, 0600,
+		r = fx_os.openat2(d->meta, "walsync", O_RDWR | O_CREAT, 0600,
 				    FX_RESOLVE);
 		if (r < 0)
 			return r;
@@ -343,7 +343,7 @@ static int hint_write(struct fstx_domain *d)
 {
 	struct whint h;
 	char boot[37];
-	int r = fstx_os.boot_id(boot), fd = side_fd(d);
+	int r = fx_os.boot_id(boot), fd = side_fd(d);
 
 	if (r < 0 || fd < 0)
 		return r < 0 ? r : fd;
@@ -382,7 +382,7 @@ static int hint_read(struct fstx_domain *d, struct whint *h)
 		return 0;
 	if (r < 0)
 		return r;
-	if ((r = fstx_os.boot_id(boot)) < 0)
+	if ((r = fx_os.boot_id(boot)) < 0)
 		return r;
 	crc = h->crc;
 	h->crc = 0;
@@ -416,7 +416,7 @@ static int wal_reset(struct fstx_domain *d, int loose)
 	    (r = write_all(d->walsync, b + 64, sizeof(struct whint), S_HINT)) < 0 ||
 	    (r = write_all(d->wal, b, sizeof(b), 0)) < 0)
 		return r;
-	if (old && !loose && (r = fstx_os.fdatasync(d->wal)) < 0) {
+	if (old && !loose && (r = fx_os.fdatasync(d->wal)) < 0) {
 		d->latched = r;
 		return r;
 	}
@@ -535,11 +535,11 @@ static int entry_fd(struct fstx_domain *d, const char *path, uint64_t ino)
 		fd = fx_open(d, path, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0)
 		return fd;
-	r = fstx_os.fstat(fd, &st);
+	r = fx_os.fstat(fd, &st);
 	if (r == 0 && (uint64_t)st.st_ino != ino)
 		r = -ESTALE;
 	if (r < 0) {
-		fstx_os.close(fd);
+		fx_os.close(fd);
 		return r;
 	}
 	return fd;
@@ -655,7 +655,7 @@ static int rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 			p = end;
 		if (fd < 0 || strcmp(cur, path)) {
 			if (fd >= 0)
-				fstx_os.close(fd);
+				fx_os.close(fd);
 			cur[0] = 0;
 			if ((fd = r = entry_fd(d, path, e.ino)) < 0)
 				break;
@@ -666,16 +666,16 @@ static int rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 			r = copy_in(d, fd, data, e.b, e.a, buf);
 			break;
 		case W_TRUNC:
-			r = fstx_os.ftruncate(fd, (off_t)e.a);
+			r = fx_os.ftruncate(fd, (off_t)e.a);
 			break;
 		default:
 			r = read_all(d->wal, buf, (size_t)e.b, data);
 			if (r == 0)
-				r = fstx_os.fsetxattr(fd, name, buf, (size_t)e.b, 0);
+				r = fx_os.fsetxattr(fd, name, buf, (size_t)e.b, 0);
 		}
 	}
 	if (fd >= 0)
-		fstx_os.close(fd);
+		fx_os.close(fd);
 	return r;
 }
 
@@ -901,7 +901,7 @@ static int help_fd(struct fstx_domain *d, struct hpass *H, const char *path,
 		return fd;
 	k = H->nfd++ % H_FDS;
 	if (H->nfd > H_FDS)
-		fstx_os.close(H->fds[k].fd);
+		fx_os.close(H->fds[k].fd);
 	H->fds[k].ino = ino;
 	H->fds[k].fd = fd;
 	return fd;
@@ -943,9 +943,9 @@ static int help_apply(struct fstx_domain *d, struct hpass *H, uint64_t size)
 			if (e.kind == W_PWRITE)
 				r = write_all(fd, data, (size_t)e.b, e.a);
 			else if (e.kind == W_TRUNC)
-				r = fstx_os.ftruncate(fd, (off_t)e.a);
+				r = fx_os.ftruncate(fd, (off_t)e.a);
 			else
-				r = fstx_os.fsetxattr(fd, name, data, (size_t)e.b, 0);
+				r = fx_os.fsetxattr(fd, name, data, (size_t)e.b, 0);
 			if (r < 0)
 				return r;
 		}
@@ -960,7 +960,7 @@ static void help_free(struct hpass *H)
 	for (size_t i = 0; H->t && i < H->tsize; i++)
 		free(H->t[i].names);
 	for (unsigned k = 0; k < H->nfd && k < H_FDS; k++)
-		fstx_os.close(H->fds[k].fd);
+		fx_os.close(H->fds[k].fd);
 	free(H->e);
 	free(H->t);
 	free(H->buf);
@@ -980,11 +980,11 @@ static int wal_help(struct fstx_domain *d)
 		return hint_write(d);
 	}
 	/* crash-only records only (W11, W12): no promise needs the barrier */
-	if (d->wal_kept && (r = fstx_os.fdatasync(d->wal)) < 0) {
+	if (d->wal_kept && (r = fx_os.fdatasync(d->wal)) < 0) {
 		d->latched = r;
 		return r;
 	}
-	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
+	if ((r = fx_os.fstat(d->wal, &st)) < 0)
 		return r;
 	if (!(H.buf = fx_malloc(W_CHUNK)))
 		return -ENOMEM;
@@ -1088,7 +1088,7 @@ static int recover_loaded(struct fstx_domain *d, int fresh, int all)
 	if (fresh) /* this boot: only an applier cut short needs work */
 		return d->wal_busy || (all && d->wal_lazy > d->wal_applied) ?
 		       wal_help(d) : 0;
-	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
+	if ((r = fx_os.fstat(d->wal, &st)) < 0)
 		return r;
 	size = (uint64_t)st.st_size;
 	buf = fx_malloc(W_CHUNK);
@@ -1125,7 +1125,7 @@ int fx_wal_pending(struct fstx_domain *d)
 		return r < 0 ? r : 0;
 	if (fresh) /* an applier cut short, or lazy records (W10) */
 		return d->wal_busy || d->wal_lazy > d->wal_applied;
-	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
+	if ((r = fx_os.fstat(d->wal, &st)) < 0)
 		return r;
 	if (!(buf = fx_malloc(W_CHUNK)))
 		return -ENOMEM;
@@ -1154,7 +1154,7 @@ int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes)
 		*bytes = fx_wal_bytes(d);
 		return 0;
 	}
-	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
+	if ((r = fx_os.fstat(d->wal, &st)) < 0)
 		return r;
 	if (!(buf = fx_malloc(W_CHUNK)))
 		return -ENOMEM;
@@ -1180,7 +1180,7 @@ static int checkpoint(struct fstx_domain *d, int loose_ok)
 	if (helped < 0)
 		return helped;
 	loose = loose_ok && !d->wal_kept;
-	if (!loose && (r = fstx_os.syncfs(d->root)) < 0) {
+	if (!loose && (r = fx_os.syncfs(d->root)) < 0) {
 		d->latched = r;
 		return r;
 	}
@@ -1323,12 +1323,12 @@ static void fdc_put(struct fstx_domain *d, uint64_t ino, int flags, int fd)
 	for (size_t k = 0; k < FX_FDC; k++)
 		if (d->fdc[k].fd >= 0 && d->fdc[k].ino == ino &&
 		    d->fdc[k].flags == flags) {
-			fstx_os.close(fd); /* opened twice in one transaction */
+			fx_os.close(fd); /* opened twice in one transaction */
 			return;
 		}
 	c = &d->fdc[d->fdc_next++ % FX_FDC];
 	if (c->fd >= 0)
-		fstx_os.close(c->fd);
+		fx_os.close(c->fd);
 	*c = (struct fx_fdc){ .ino = ino, .fd = fd, .flags = flags };
 }
 
@@ -1395,7 +1395,7 @@ static int open_targets(struct fstx_domain *d, const struct plan *P,
 		F->fd[i] = fd;
 		F->flags[i] = flags;
 		F->own[i] = 1;
-		if ((r = fstx_os.fstat(fd, &st)) < 0)
+		if ((r = fx_os.fstat(fd, &st)) < 0)
 			return r;
 		if (!S_ISREG(st.st_mode) || (po->check_ino && po->ino != (uint64_t)st.st_ino))
 			return -ESTALE;
@@ -1416,7 +1416,7 @@ static void close_targets(struct fstx_domain *d, struct tfds *F,
 		if (F->flags[i] >= 0 && d->fs.ino_unique && d->fs.dev && ino[i])
 			fdc_put(d, ino[i], F->flags[i], F->fd[i]);
 		else
-			fstx_os.close(F->fd[i]);
+			fx_os.close(F->fd[i]);
 	}
 }
 
@@ -1477,16 +1477,16 @@ static int64_t apply_op(const struct plan *P, size_t i, const int *fds,
 
 	switch (op->op) {
 	case BTRFS_IOC_UT_OP_OPEN:
-		return op->args[1] & O_TRUNC ? fstx_os.ftruncate(fds[i], 0) : 0;
+		return op->args[1] & O_TRUNC ? fx_os.ftruncate(fds[i], 0) : 0;
 	case BTRFS_IOC_UT_OP_PWRITE:
 		if (!op->args[2])
 			return 0;
 		return write_all(fds[tgt[i]], ARGP(op, 1),
 				 (size_t)op->args[2], (uint64_t)op->args[3]);
 	case BTRFS_IOC_UT_OP_TRUNCATE:
-		return fstx_os.ftruncate(fds[tgt[i]], (off_t)op->args[1]);
+		return fx_os.ftruncate(fds[tgt[i]], (off_t)op->args[1]);
 	case BTRFS_IOC_UT_OP_SETXATTR:
-		return fstx_os.fsetxattr(fds[tgt[i]], ARGP(op, 1), ARGP(op, 2),
+		return fx_os.fsetxattr(fds[tgt[i]], ARGP(op, 1), ARGP(op, 2),
 					 (size_t)op->args[3], 0);
 	default:
 		return 0;
@@ -1551,7 +1551,7 @@ _Static_assert(S_GROUP + sizeof(struct gnote) <= S_HINT, "group notes before the
 
 static int glock(struct fstx_domain *d, int type, off_t at, int wait)
 {
-	return fstx_os.lock_range(d->walsync, type, at, 1, wait);
+	return fx_os.lock_range(d->walsync, type, at, 1, wait);
 }
 
 static uint64_t now_us(void)
@@ -1671,7 +1671,7 @@ static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 			target = h.end;
 	}
 	t0 = now_us();
-	rs = fstx_os.fdatasync(d->wal);
+	rs = fx_os.fdatasync(d->wal);
 	if ((r = glock(d, F_WRLCK, G_Q, 1)) < 0)
 		goto out_bar; /* the note stays active: the next syncer sees
 				 it dead once this byte is free */
@@ -1711,7 +1711,7 @@ static int grow(struct fstx_domain *d, uint64_t end)
 
 	if (d->wal_size >= to) /* the file only grows: still true */
 		return 0;
-	if ((r = fstx_os.fstat(d->wal, &st)) < 0)
+	if ((r = fx_os.fstat(d->wal, &st)) < 0)
 		return r;
 	for (uint64_t at = (uint64_t)st.st_size > end ? (uint64_t)st.st_size : end;
 	     at < to && r == 0; at += W_BUF)
@@ -1774,7 +1774,7 @@ static int conflicts_read(struct fstx_domain *d, const uint64_t *set, size_t n)
 static int read_upto(int fd, unsigned char *buf, size_t len, uint64_t off)
 {
 	while (len) {
-		ssize_t k = fstx_os.pread(fd, buf, len, (off_t)off);
+		ssize_t k = fx_os.pread(fd, buf, len, (off_t)off);
 
 		if (k < 0)
 			return (int)k;
@@ -2053,9 +2053,9 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		int share = d->fs.magic != TMPFS_MAGIC && !d->wal_loose;
 
 		if (d->wal_loose) /* W11: and what the last checkpoint left */
-			rs = fstx_os.syncfs(d->root);
+			rs = fx_os.syncfs(d->root);
 		else if (!share)
-			rs = fstx_os.fdatasync(d->wal);
+			rs = fx_os.fdatasync(d->wal);
 		else {
 			fx_unlock(d);
 			rs = group_sync(d, salt, d->wal_end);

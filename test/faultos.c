@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * faultos.c - wraps every entry of fstx_os: counts calls, fails call k with
+ * faultos.c - wraps every entry of fx_os: counts calls, fails call k with
  * an errno, or kills the process (SIGKILL, no cleanup) before or after it;
  * counts allocations apart and fails allocation k.
  */
@@ -43,7 +43,7 @@ static void after(void)
 		ret r;                                                      \
 		if (g)                                                      \
 			return g;                                           \
-		r = fstx_os_libc.name args;                                 \
+		r = fx_os_libc.name args;                                 \
 		after();                                                    \
 		return r;                                                   \
 	}
@@ -85,27 +85,27 @@ static void *w_realloc(void *p, size_t len)
 	if (fo.alloc_at && (fo.allocs == fo.alloc_at ||
 			    (fo.alloc_sticky && fo.allocs > fo.alloc_at)))
 		return NULL;
-	return fstx_os_libc.realloc(p, len);
+	return fx_os_libc.realloc(p, len);
 }
 
 /* close(2) releases the fd even when it reports an error. */
 static int w_close(int fd)
 {
-	int g = gate_n("close"), r = fstx_os_libc.close(fd);
+	int g = gate_n("close"), r = fx_os_libc.close(fd);
 
 	after();
 	return g ? g : r;
 }
 
-static int w_fsync(int fd) { fo.barriers++; fo.fsyncs++; int g = gate_n("fsync"); if (g) return g; int r = fstx_os_libc.fsync(fd); after(); return r; }
-static int w_fdatasync(int fd) { fo.barriers++; fo.fdatasyncs++; int g = gate_n("fdatasync"); if (g) return g; int r = fstx_os_libc.fdatasync(fd); after(); return r; }
-static int w_syncfs(int fd) { fo.barriers++; fo.syncfses++; int g = gate_n("syncfs"); if (g) return g; int r = fstx_os_libc.syncfs(fd); after(); return r; }
+static int w_fsync(int fd) { fo.barriers++; fo.fsyncs++; int g = gate_n("fsync"); if (g) return g; int r = fx_os_libc.fsync(fd); after(); return r; }
+static int w_fdatasync(int fd) { fo.barriers++; fo.fdatasyncs++; int g = gate_n("fdatasync"); if (g) return g; int r = fx_os_libc.fdatasync(fd); after(); return r; }
+static int w_syncfs(int fd) { fo.barriers++; fo.syncfses++; int g = gate_n("syncfs"); if (g) return g; int r = fx_os_libc.syncfs(fd); after(); return r; }
 
 void fo_install(enum fo_mode mode, long at, int err)
 {
 	fo = (struct fo_state){ .mode = mode, .at = at, .err = err,
 				.trace = getenv("FO_TRACE") != NULL };
-#define S(n) fstx_os.n = w_##n
+#define S(n) fx_os.n = w_##n
 	S(openat2); S(close); S(read); S(pread); S(pwrite); S(fsync);
 	S(fdatasync); S(syncfs); S(ftruncate); S(fstat); S(fstatat); S(fstatvfs); S(fstatfs);
 	S(renameat2); S(unlinkat); S(mkdirat); S(symlinkat); S(linkat);
@@ -118,6 +118,6 @@ void fo_install(enum fo_mode mode, long at, int err)
 
 void fo_remove(void)
 {
-	fstx_os = fstx_os_libc;
+	fx_os = fx_os_libc;
 	fo.mode = FO_COUNT;
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* faultos.h - fault injection over the fstx_os table (SQLite test6-style). */
+/* faultos.h - fault injection over the fx_os table (SQLite test6-style). */
 #ifndef FSTX_FAULTOS_H
 #define FSTX_FAULTOS_H
 

@@ -164,9 +164,9 @@ static void sync_barriers_fail(void **state)
 	assert_true(asprintf(&c, "option crash-only\n%s", plain(lseq[1])) > 0);
 	assert_int_equal(tx_text_h(h, c), 0);
 	free(c);
-	fstx_os.syncfs = fail_eio;
+	fx_os.syncfs = fail_eio;
 	assert_int_equal(fstx_sync(h), -EIO);
-	fstx_os = fstx_os_libc;
+	fx_os = fx_os_libc;
 	assert_int_equal(fstx_sync(h), -EIO);
 	assert_int_equal(tx_text_h(h, lseq[2]), -EIO);
 	fstx_domain_close(h);
@@ -175,9 +175,9 @@ static void sync_barriers_fail(void **state)
 	/* a failing flush: the queue stays committed, recovery applies it */
 	assert_int_equal(fstx_domain_open(d, &h), 0);
 	assert_int_equal(tx_text_h(h, lseq[2]), 0);
-	fstx_os.fdatasync = fail_eio;
+	fx_os.fdatasync = fail_eio;
 	assert_int_equal(fstx_sync(h), -EIO);
-	fstx_os = fstx_os_libc;
+	fx_os = fx_os_libc;
 	assert_int_equal(fstx_sync(h), -EIO); /* latched */
 	in_range(d, st, 2, 2, "after a failed flush", 0);
 	fstx_domain_close(h); /* latched: it does not flush */
@@ -193,14 +193,14 @@ static long data_pwrites, setxattrs;
 static ssize_t count_pwrite(int fd, const void *b, size_t n, off_t o)
 {
 	data_pwrites += n == 3 && ((const char *)b)[0] == 'v';
-	return fstx_os_libc.pwrite(fd, b, n, o);
+	return fx_os_libc.pwrite(fd, b, n, o);
 }
 
 static int count_fsetxattr(int fd, const char *name, const void *v, size_t n,
 			   int flags)
 {
 	setxattrs++;
-	return fstx_os_libc.fsetxattr(fd, name, v, n, flags);
+	return fx_os_libc.fsetxattr(fd, name, v, n, flags);
 }
 
 static void flush_coalesces(void **state)
@@ -218,10 +218,10 @@ static void flush_coalesces(void **state)
 		assert_int_equal(tx_text_h(h, t), 0);
 	}
 	data_pwrites = setxattrs = 0;
-	fstx_os.pwrite = count_pwrite;
-	fstx_os.fsetxattr = count_fsetxattr;
+	fx_os.pwrite = count_pwrite;
+	fx_os.fsetxattr = count_fsetxattr;
 	assert_int_equal(fstx_sync(h), 0);
-	fstx_os = fstx_os_libc;
+	fx_os = fx_os_libc;
 	/* 20 records of 2 changes each: the last of each is all it takes */
 	assert_int_equal(data_pwrites, 1);
 	assert_int_equal(setxattrs, 1);
@@ -493,9 +493,9 @@ static void power_loss_keeps_prefix(void **state)
 		free(p);
 		for (lost = 0; lost < NL && ends[lost] <= cut; lost++)
 			;
-		fstx_os.boot_id = other_boot;
+		fx_os.boot_id = other_boot;
 		assert_true(domain_recover(d) >= 0);
-		fstx_os = fstx_os_libc;
+		fx_os = fx_os_libc;
 		in_range(d, st, lost, lost, "lost page at", (long)cut);
 		points++;
 		t_drop(d);

@@ -450,16 +450,16 @@ static void clonerange_paths(void **state)
 
 		t_populate(d);
 		if (mode >= 1)
-			fstx_os.ficlonerange = no_clone;
+			fx_os.ficlonerange = no_clone;
 		if (mode == 2)
-			fstx_os.copy_file_range = no_cfr;
+			fx_os.copy_file_range = no_cfr;
 		/* whole-file clone (len 0) into a new file, then a range */
 		assert_int_equal(tx_text(d, "open 0 big O_RDONLY\n"
 					"open 1 c O_RDWR|O_CREAT\n"
 					"clonerange 1 0 0 0 0\n"
 					"open 2 b O_RDWR\n"
 					"clonerange 2 0 4096 4096 0\n", NULL), 0);
-		fstx_os = fstx_os_libc;
+		fx_os = fx_os_libc;
 		got = t_read(d, "c", &len);
 		assert_int_equal(len, 20000);
 		free(got);

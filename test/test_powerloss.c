@@ -164,14 +164,14 @@ static void barrier(int fd, int all)
 	synced_meta();
 }
 
-static int r_fsync(int fd) { barrier(fd, 0); return fstx_os_libc.fsync(fd); }
-static int r_fdatasync(int fd) { barrier(fd, 0); return fstx_os_libc.fdatasync(fd); }
-static int r_syncfs(int fd) { barrier(fd, 1); return fstx_os_libc.syncfs(fd); }
+static int r_fsync(int fd) { barrier(fd, 0); return fx_os_libc.fsync(fd); }
+static int r_fdatasync(int fd) { barrier(fd, 0); return fx_os_libc.fdatasync(fd); }
+static int r_syncfs(int fd) { barrier(fd, 1); return fx_os_libc.syncfs(fd); }
 
 static ssize_t r_pwrite(int fd, const void *b, size_t n, off_t o)
 {
 	add_data(fd, (uint64_t)o, n);
-	return fstx_os_libc.pwrite(fd, b, n, o);
+	return fx_os_libc.pwrite(fd, b, n, o);
 }
 
 static int r_ftruncate(int fd, off_t len)
@@ -184,19 +184,19 @@ static int r_ftruncate(int fd, off_t len)
 		add_data(fd, (uint64_t)len, 0);
 	if (pl.nd)
 		pl.dt[pl.nd - 1].whole = 1;
-	return fstx_os_libc.ftruncate(fd, len);
+	return fx_os_libc.ftruncate(fd, len);
 }
 
 static int r_ficlonerange(int a, int b, uint64_t c, uint64_t d, uint64_t e)
 {
 	add_data(a, e, d ? d : UINT64_MAX / 2);
-	return fstx_os_libc.ficlonerange(a, b, c, d, e);
+	return fx_os_libc.ficlonerange(a, b, c, d, e);
 }
 
 static ssize_t r_copy_file_range(int a, off_t *b, int c, off_t *d, size_t e)
 {
 	add_data(c, (uint64_t)*d, e);
-	return fstx_os_libc.copy_file_range(a, b, c, d, e);
+	return fx_os_libc.copy_file_range(a, b, c, d, e);
 }
 
 static int r_openat2(int dfd, const char *p, int f, mode_t m, uint64_t res)
@@ -219,7 +219,7 @@ static int r_openat2(int dfd, const char *p, int f, mode_t m, uint64_t res)
 			close(t);
 		}
 	}
-	fd = fstx_os_libc.openat2(dfd, p, f, m, res);
+	fd = fx_os_libc.openat2(dfd, p, f, m, res);
 	if (fd >= 0 && rp)
 		add_meta((struct meta){ .kind = M_CREATE, .a = rp });
 	else
@@ -230,7 +230,7 @@ static int r_openat2(int dfd, const char *p, int f, mode_t m, uint64_t res)
 static int r_renameat2(int od, const char *on, int nd, const char *nn, unsigned fl)
 {
 	char *a = relpath(od, on), *b = relpath(nd, nn);
-	int r = fstx_os_libc.renameat2(od, on, nd, nn, fl);
+	int r = fx_os_libc.renameat2(od, on, nd, nn, fl);
 
 	if (r == 0 && a && b)
 		add_meta((struct meta){ .kind = fl & RENAME_EXCHANGE ? M_EXCHANGE
@@ -242,7 +242,7 @@ static int r_renameat2(int od, const char *on, int nd, const char *nn, unsigned 
 static int r_mkdirat(int d, const char *n, mode_t m)
 {
 	char *a = relpath(d, n);
-	int r = fstx_os_libc.mkdirat(d, n, m);
+	int r = fx_os_libc.mkdirat(d, n, m);
 
 	if (r == 0 && a)
 		add_meta((struct meta){ .kind = M_MKDIR, .a = a });
@@ -252,7 +252,7 @@ static int r_mkdirat(int d, const char *n, mode_t m)
 static int r_symlinkat(const char *t, int d, const char *n)
 {
 	char *a = relpath(d, n);
-	int r = fstx_os_libc.symlinkat(t, d, n);
+	int r = fx_os_libc.symlinkat(t, d, n);
 
 	if (r == 0 && a)
 		add_meta((struct meta){ .kind = M_CREATE, .a = a });
@@ -262,7 +262,7 @@ static int r_symlinkat(const char *t, int d, const char *n)
 static int r_linkat(int od, const char *on, int nd, const char *nn, int f)
 {
 	char *a = relpath(nd, nn);
-	int r = fstx_os_libc.linkat(od, on, nd, nn, f);
+	int r = fx_os_libc.linkat(od, on, nd, nn, f);
 
 	if (r == 0 && a)
 		add_meta((struct meta){ .kind = M_CREATE, .a = a });
@@ -278,13 +278,13 @@ static int r_unlinkat(int d, const char *n, int f)
 	int r;
 
 	if (!a)
-		return fstx_os_libc.unlinkat(d, n, f);
+		return fx_os_libc.unlinkat(d, n, f);
 	snprintf(sname, sizeof(sname), "s%ld", k++);
 	if (!(f & AT_REMOVEDIR) && fstatat(d, n, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		linkat(d, n, pl.stash, sname, 0);
 	else if (fstatat(d, n, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		st.st_mode = 0755;
-	r = fstx_os_libc.unlinkat(d, n, f);
+	r = fx_os_libc.unlinkat(d, n, f);
 	if (r == 0)
 		add_meta((struct meta){ .kind = f & AT_REMOVEDIR ? M_RMDIR : M_UNLINK,
 					.a = a, .b = strdup(sname),
@@ -309,33 +309,33 @@ static void xattr_old(int fd, const char *name)
 static int r_fsetxattr(int fd, const char *n, const void *v, size_t l, int f)
 {
 	xattr_old(fd, n);
-	return fstx_os_libc.fsetxattr(fd, n, v, l, f);
+	return fx_os_libc.fsetxattr(fd, n, v, l, f);
 }
 
 static int r_fremovexattr(int fd, const char *n)
 {
 	xattr_old(fd, n);
-	return fstx_os_libc.fremovexattr(fd, n);
+	return fx_os_libc.fremovexattr(fd, n);
 }
 
 static void install(void)
 {
-	fstx_os = fstx_os_libc;
-	fstx_os.fsync = r_fsync;
-	fstx_os.fdatasync = r_fdatasync;
-	fstx_os.syncfs = r_syncfs;
-	fstx_os.pwrite = r_pwrite;
-	fstx_os.ftruncate = r_ftruncate;
-	fstx_os.ficlonerange = r_ficlonerange;
-	fstx_os.copy_file_range = r_copy_file_range;
-	fstx_os.openat2 = r_openat2;
-	fstx_os.renameat2 = r_renameat2;
-	fstx_os.mkdirat = r_mkdirat;
-	fstx_os.symlinkat = r_symlinkat;
-	fstx_os.linkat = r_linkat;
-	fstx_os.unlinkat = r_unlinkat;
-	fstx_os.fsetxattr = r_fsetxattr;
-	fstx_os.fremovexattr = r_fremovexattr;
+	fx_os = fx_os_libc;
+	fx_os.fsync = r_fsync;
+	fx_os.fdatasync = r_fdatasync;
+	fx_os.syncfs = r_syncfs;
+	fx_os.pwrite = r_pwrite;
+	fx_os.ftruncate = r_ftruncate;
+	fx_os.ficlonerange = r_ficlonerange;
+	fx_os.copy_file_range = r_copy_file_range;
+	fx_os.openat2 = r_openat2;
+	fx_os.renameat2 = r_renameat2;
+	fx_os.mkdirat = r_mkdirat;
+	fx_os.symlinkat = r_symlinkat;
+	fx_os.linkat = r_linkat;
+	fx_os.unlinkat = r_unlinkat;
+	fx_os.fsetxattr = r_fsetxattr;
+	fx_os.fremovexattr = r_fremovexattr;
 }
 
 /* ---- crash states ------------------------------------------------------ */
@@ -472,8 +472,8 @@ static void one_state(void)
 	char *now;
 	int r;
 
-	fstx_os = fstx_os_libc;
-	fstx_os.boot_id = rebooted; /* the page cache is gone */
+	fx_os = fx_os_libc;
+	fx_os.boot_id = rebooted; /* the page cache is gone */
 	for (size_t i = 0; i < pl.nd; i++)
 		inos[i] = pl.dt[i].ino;
 	for (size_t i = 0; i < pl.nm; i++)

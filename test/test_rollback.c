@@ -416,9 +416,9 @@ static void failed_barrier_latches(void **state)
 	assert_int_equal(fstx_tx_new(dom, &tx), 0);
 	fstx_tx_unlink(tx, "old");
 	/* EIO from every fdatasync: barrier 1 fails, nothing changes */
-	fstx_os.fdatasync = fail_datasync;
+	fx_os.fdatasync = fail_datasync;
 	assert_int_equal(fstx_tx_commit(tx), -EIO);
-	fstx_os = fstx_os_libc;
+	fx_os = fx_os_libc;
 	fstx_tx_free(tx);
 	now = t_snapshot(d);
 	assert_string_equal(now, before);

@@ -181,7 +181,7 @@ static int read_from(int fd, char **out, size_t *len)
 }
 
 /*
- * The CLI's transaction text, read to the end through fstx_os: a text of
+ * The CLI's transaction text, read to the end through fx_os: a text of
  * 200 KiB (the buffer doubles twice) comes back whole; EIO at each read
  * and a failure of each allocation return that error with nothing
  * returned (ASan: nothing leaked); a pipe reads like a file.

@@ -326,9 +326,9 @@ static void loose_sync_fails(void **state)
 	assert_int_equal(tx_text_h(h, crash), 0);
 	assert_int_equal(tx_text_h(h, crash), 0); /* a loose checkpoint */
 	fx_wal_max = saved;
-	fstx_os.syncfs = syncfs_eio;
+	fx_os.syncfs = syncfs_eio;
 	assert_int_equal(tx_text_h(h, durable), -EIO);
-	fstx_os = fstx_os_libc;
+	fx_os = fx_os_libc;
 	assert_int_equal(tx_text_h(h, durable), -EIO); /* latched */
 	fstx_domain_close(h);
 	expect_prefix(d, "b", "bbbbbb", 6);
@@ -352,21 +352,21 @@ static ssize_t spy_hint(int fd, const void *b, size_t n, off_t o)
 {
 	hint_writes += n == 88 && o == 64; /* wal.c struct whint at S_HINT */
 	a_writes += n == 5 && !memcmp(b, "aaaa", 4);
-	return fstx_os_libc.pwrite(fd, b, n, o);
+	return fx_os_libc.pwrite(fd, b, n, o);
 }
 
 static ssize_t die_at_cccc(int fd, const void *b, size_t n, off_t o)
 {
 	if (n == 4 && !memcmp(b, "cccc", 4)) /* in place, not the record */
 		kill(getpid(), SIGKILL);
-	return fstx_os_libc.pwrite(fd, b, n, o);
+	return fx_os_libc.pwrite(fd, b, n, o);
 }
 
 static long hints_of(fstx_domain *h, const char *text, long *barriers)
 {
 	hint_writes = a_writes = 0;
 	fo_install(FO_COUNT, 0, 0);
-	fstx_os.pwrite = spy_hint;
+	fx_os.pwrite = spy_hint;
 	assert_int_equal(tx_text_h(h, text), 0);
 	*barriers = fo.barriers;
 	fo_remove();
@@ -413,7 +413,7 @@ static void deferred_hint(void **state)
 
 		if (fstx_domain_open(d, &h3) != 0)
 			_exit(1);
-		fstx_os.pwrite = die_at_cccc;
+		fx_os.pwrite = die_at_cccc;
 		tx_text_h(h3, "option crash-only\noption wal\nopen 0 a O_WRONLY\n"
 			  "pwrite 0 \"cccc\" 0\nopen 1 d/c O_WRONLY\npwrite 1 \"cccc\" 0\n");
 		_exit(1);
@@ -592,7 +592,7 @@ static ssize_t fail_big_pwrite(int fd, const void *b, size_t n, off_t o)
 {
 	if (n == 3 && !memcmp(b, "ONE", 3))
 		return -EIO;
-	return fstx_os_libc.pwrite(fd, b, n, o);
+	return fx_os_libc.pwrite(fd, b, n, o);
 }
 
 static void apply_fails(void **state)
@@ -610,10 +610,10 @@ static void apply_fails(void **state)
 	fd = t_dirfd(d);
 	assert_int_equal(fstx_domain_openfd(fd, &dom), 0);
 	close(fd);
-	fstx_os.pwrite = fail_big_pwrite;
+	fx_os.pwrite = fail_big_pwrite;
 	/* the record's copy of "ONE" is written by the log's buffer, not alone */
 	assert_int_equal(fx_usertrans(dom, &ut), -EIO);
-	fstx_os = fstx_os_libc;
+	fx_os = fx_os_libc;
 	assert_int_equal(ut.ops_completed, 1);
 	/* latched: the handle refuses until recovery */
 	{
@@ -645,7 +645,7 @@ static long pwrites;
 static ssize_t count_pwrite(int fd, const void *b, size_t n, off_t o)
 {
 	pwrites++;
-	return fstx_os_libc.pwrite(fd, b, n, o);
+	return fx_os_libc.pwrite(fd, b, n, o);
 }
 
 static void reboot_replays_all(void **state)
@@ -659,7 +659,7 @@ static void reboot_replays_all(void **state)
 		assert_int_equal(tx_text(d, seqtx[k], NULL), 0);
 	/* same boot: the hint says all applied, recovery replays nothing */
 	pwrites = 0;
-	fstx_os.pwrite = count_pwrite;
+	fx_os.pwrite = count_pwrite;
 	assert_int_equal(fx_wal_pending_dir(d), 0);
 	assert_int_equal(pwrites, 0);
 	/* lose the in-place change of the last transaction, as power loss could */
@@ -670,7 +670,7 @@ static void reboot_replays_all(void **state)
 	close(fd);
 	free(p);
 	/* another boot: every record is replayed in order */
-	fstx_os.boot_id = other_boot;
+	fx_os.boot_id = other_boot;
 	assert_int_equal(fx_wal_pending_dir(d), 1);
 	{
 		fstx_domain *dom;
@@ -682,7 +682,7 @@ static void reboot_replays_all(void **state)
 	}
 	assert_true(pwrites > NDATA);
 	in_range(d, st, NDATA, NDATA, "reboot", 0);
-	fstx_os = fstx_os_libc;
+	fx_os = fx_os_libc;
 	/* replayed once: this boot's hint now covers every record */
 	assert_int_equal(fx_wal_pending_dir(d), 1); /* the real boot id again */
 	assert_true(domain_recover(d) >= 0);
@@ -745,9 +745,9 @@ static void damaged(void **state)
 		for (int k = 0; k < 2; k++)
 			assert_int_equal(tx_text(d, seqtx[k], NULL), 0);
 		patch(d, 2, "Q", 1);
-		fstx_os.boot_id = other_boot;
+		fx_os.boot_id = other_boot;
 		assert_int_equal(domain_recover(d), 0);
-		fstx_os = fstx_os_libc;
+		fx_os = fx_os_libc;
 		in_range(d, st, 2, 2, "torn header", 0);
 		assert_int_equal(tx_text(d, seqtx[2], NULL), 0);
 		in_range(d, st, 3, 3, "torn header", 1);
@@ -771,7 +771,7 @@ static void damaged(void **state)
 		assert_true(second > 1024);
 		pid = fork();
 		if (pid == 0) {
-			fstx_os.fdatasync = die_at_barrier;
+			fx_os.fdatasync = die_at_barrier;
 			tx_text(d, seqtx[1], NULL);
 			_exit(1);
 		}
@@ -779,13 +779,13 @@ static void damaged(void **state)
 		assert_true(WIFEXITED(stt) && WEXITSTATUS(stt) == 7);
 		in_range(d, st, 1, 1, "damaged record", 0);
 		flip(d, second + 40); /* a byte of the entry (its inode number) */
-		fstx_os.boot_id = other_boot;
+		fx_os.boot_id = other_boot;
 		assert_int_equal(fx_wal_pending_dir(d), 1);
 		assert_true(domain_recover(d) >= 0);
-		fstx_os = fstx_os_libc;
-		fstx_os.boot_id = other_boot;
+		fx_os = fx_os_libc;
+		fx_os.boot_id = other_boot;
 		assert_int_equal(fx_wal_pending_dir(d), 0); /* checkpointed */
-		fstx_os = fstx_os_libc;
+		fx_os = fx_os_libc;
 		free(p);
 		in_range(d, st, 1, 1, "damaged record", 1);
 		t_drop(d);
@@ -799,11 +799,11 @@ static void damaged(void **state)
 		assert_true(asprintf(&b2, "%s/b.new", d) > 0);
 		t_write(d, "b.new", "x", 1);
 		assert_int_equal(rename(b2, a), 0);
-		fstx_os.boot_id = other_boot;
+		fx_os.boot_id = other_boot;
 		assert_int_equal(fstx_domain_open(d, &dom), 0);
 		assert_int_equal(fstx_recover(dom), -ESTALE);
 		fstx_domain_close(dom);
-		fstx_os = fstx_os_libc;
+		fx_os = fx_os_libc;
 		free(a);
 		free(b2);
 		t_drop(d);
@@ -1023,7 +1023,7 @@ static ssize_t spy_pwrite(int fd, const void *b, size_t n, off_t o)
 		seen_a++;
 	if (n == 4 && !memcmp(b, "BBBB", 4))
 		seen_b++;
-	return fstx_os_libc.pwrite(fd, b, n, o);
+	return fx_os_libc.pwrite(fd, b, n, o);
 }
 
 static void help_applies_open_records_only(void **state)
@@ -1036,7 +1036,7 @@ static void help_applies_open_records_only(void **state)
 	(void)state;
 	p = fork();
 	if (p == 0) { /* appends its record, dies at the barrier: PENDING */
-		fstx_os.fdatasync = die_at_barrier;
+		fx_os.fdatasync = die_at_barrier;
 		tx_text(d, "option wal\nopen 0 b O_WRONLY\npwrite 0 \"BBBB\" 0\n", NULL);
 		_exit(1);
 	}
@@ -1046,11 +1046,11 @@ static void help_applies_open_records_only(void **state)
 	assert_int_equal(tx_text(d, "option wal\nopen 0 a O_WRONLY\npwrite 0 \"AAAA\" 0\n",
 				 NULL), 0);
 	seen_a = seen_b = 0;
-	fstx_os.pwrite = spy_pwrite;
+	fx_os.pwrite = spy_pwrite;
 	/* touches b: applies the open record first, then itself */
 	assert_int_equal(tx_text(d, "option wal\nopen 0 b O_WRONLY\npwrite 0 \"CCCC\" 4\n",
 				 NULL), 0);
-	fstx_os = fstx_os_libc;
+	fx_os = fx_os_libc;
 	assert_int_equal(seen_a, 0); /* applied long ago: not again */
 	assert_int_equal(seen_b, 1);
 	got = t_read(d, "b", &len);
@@ -1070,7 +1070,7 @@ static int held_fdatasync(int fd)
 
 	if (write(gate_in[1], &c, 1) != 1 || read(gate_go[0], &c, 1) != 1)
 		_exit(5);
-	return fstx_os_libc.fdatasync(fd);
+	return fx_os_libc.fdatasync(fd);
 }
 
 /*
@@ -1094,7 +1094,7 @@ static void group_waits_for_barrier(void **state)
 	assert_int_equal(pipe(res), 0);
 	a = fork();
 	if (a == 0) {
-		fstx_os.fdatasync = held_fdatasync;
+		fx_os.fdatasync = held_fdatasync;
 		_exit(tx_text(d, "option wal\nopen 0 a O_WRONLY\npwrite 0 \"AAAA\" 0\n",
 			      NULL) == 0 ? 0 : 1);
 	}
@@ -1144,7 +1144,7 @@ static void dies_at_barrier(const char *d, const char *f, const char *data)
 		 f, data);
 	p = fork();
 	if (p == 0) {
-		fstx_os.fdatasync = die_at_barrier;
+		fx_os.fdatasync = die_at_barrier;
 		tx_text(d, tx, NULL);
 		_exit(1);
 	}
@@ -1188,10 +1188,10 @@ static void conflict_window(void **state)
 		fx_wal_window = way ? 0 : saved;
 		d = window_of_three(&rec_a);
 		seen_a = seen_b = 0;
-		fstx_os.pwrite = spy_pwrite;
+		fx_os.pwrite = spy_pwrite;
 		assert_int_equal(tx_text(d, "option wal\nopen 0 a O_WRONLY\npwrite 0 \"aaaa\" 4\n",
 					 NULL), 0);
-		fstx_os = fstx_os_libc;
+		fx_os = fx_os_libc;
 		assert_int_equal(seen_b, 0); /* no conflict: b stays open */
 		assert_int_equal(seen_a, 0);
 		expect_prefix(d, "b", "bbbbbbbb", 8); /* its record still open */
@@ -1202,10 +1202,10 @@ static void conflict_window(void **state)
 		expect_prefix(d, "c", "cccccccc", 8);
 		patch(d, rec_a, "F", 1);
 		seen_a = seen_b = 0;
-		fstx_os.pwrite = spy_pwrite;
+		fx_os.pwrite = spy_pwrite;
 		assert_int_equal(tx_text(d, "option wal\nopen 0 c O_WRONLY\npwrite 0 \"zz\" 6\n",
 					 NULL), 0);
-		fstx_os = fstx_os_libc;
+		fx_os = fx_os_libc;
 		assert_int_equal(seen_b, 1); /* helped: b and c, then itself */
 		expect_prefix(d, "b", "BBBB", 4);
 		expect_prefix(d, "c", "CCCCcczz", 8);
@@ -1535,7 +1535,7 @@ static int covered_before_lock(int fd, int type, off_t start, off_t len, int wai
 		gnote_io(cover_dir, &g, 1);
 		cover_dir = NULL;
 	}
-	return fstx_os_libc.lock_range(fd, type, start, len, wait);
+	return fx_os_libc.lock_range(fd, type, start, len, wait);
 }
 
 static void group_covered_at_lock(void **state)
@@ -1547,7 +1547,7 @@ static void group_covered_at_lock(void **state)
 		skip();
 	fo_install(FO_COUNT, 0, 0);
 	cover_dir = d;
-	fstx_os.lock_range = covered_before_lock;
+	fx_os.lock_range = covered_before_lock;
 	assert_int_equal(tx_text(d, "option wal\nopen 0 a O_WRONLY\npwrite 0 \"B\" 1\n",
 				 NULL), 0);
 	assert_null(cover_dir); /* the wrapper ran */
@@ -1577,7 +1577,7 @@ static void no_mapping(void **state)
 
 	(void)state;
 	seq_states(st);
-	fstx_os.map_ro = map_fails;
+	fx_os.map_ro = map_fails;
 	for (int k = 0; k < NSEQ; k++) {
 		assert_int_equal(tx_text(d, seqtx[k], NULL), 0);
 		in_range(d, st, k + 1, k + 1, "no mapping", k);
@@ -1585,7 +1585,7 @@ static void no_mapping(void **state)
 	t_drop(d);
 	d = counters();
 	writers(d, 4, 50, FSTX_UT_STRICT | FSTX_UT_WAL, 1, &retries);
-	fstx_os = fstx_os_libc;
+	fx_os = fx_os_libc;
 	for (int w = 0; w < 4; w++) {
 		char name[16];
 

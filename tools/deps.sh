@@ -7,7 +7,8 @@ set -euo pipefail
 
 pkgs=(build-essential libcmocka-dev bats attr e2fsprogs xfsprogs btrfs-progs
       util-linux strace mandoc pkgconf clang libclang-rt-14-dev cppcheck
-      libsqlite3-dev gnuplot-nox)
+      libsqlite3-dev gnuplot-nox libjansson-dev jq fuse3 libfuse3-dev
+      python3-pytest mypy python3-venv python3-setuptools python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
