@@ -82,6 +82,7 @@ run_fs() {
 	echo "=== $name ($dir)"
 	for t in ${FSTX_SUITES:-test_abi test_ops test_txtext test_rollback test_crash test_powerloss test_large test_journal test_race test_bank test_wal test_itx test_lazy cli.bats confine.bats bench.bats examples}; do
 		out="$WORK/$name.$t.log"
+		t0=$SECONDS
 		if [ "$t" = examples ]; then
 			(cd "$ROOT" && FSTX_TEST_DIR=$dir bash examples/run.sh "$B") >"$out" 2>&1
 		elif [ "${t%.bats}" != "$t" ]; then
@@ -98,7 +99,7 @@ run_fs() {
 			echo "  $t FAILED on $name:"
 			grep -E 'ERROR|FAILED|not ok|^#' "$out" | head -20 | sed 's/^/    /'
 		else
-			echo "  $t: $p passed$(skipped "$k")"
+			echo "  $t: $p passed$(skipped "$k") ($((SECONDS - t0)) s)"
 		fi
 	done
 	summary+=("$name: $pass passed, $fail failed$(skipped "$skip")")
