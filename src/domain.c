@@ -53,6 +53,7 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 	d->root = d->meta = d->lockfd = d->jfd = d->wal = d->walsync = -1;
 	d->failed_op = -1;
 	d->mark = -1;
+	d->lock_wait = -1;
 	for (size_t i = 0; i < FX_FDC; i++)
 		d->fdc[i] = (struct fx_fdc){ .fd = -1 };
 	r = fx_os.openat2(dirfd, ".", O_RDONLY | O_DIRECTORY, 0, 0);
@@ -116,9 +117,46 @@ void fx_domain_fini(struct fstx_domain *d)
 	d->walmap = NULL;
 }
 
+void fx_domain_set_wait(struct fstx_domain *d, long ms,
+			void (*notice)(void *arg), void *arg)
+{
+	d->lock_wait = ms < 0 ? -1 : ms;
+	d->lock_notice = notice;
+	d->lock_arg = arg;
+}
+
+/*
+ * The default (wait forever, nobody to tell) is one blocking flock.  A
+ * bounded wait or a notice polls with LOCK_NB, backing off to 20 ms naps;
+ * once the notice is given an unbounded wait blocks again.
+ */
 int fx_lock(struct fstx_domain *d)
 {
-	return fx_os.flock(d->lockfd, LOCK_EX);
+	long waited = 0;
+	unsigned nap = 1;
+	int told = 0, r;
+
+	if (d->lock_wait < 0 && !d->lock_notice)
+		return fx_os.flock(d->lockfd, LOCK_EX);
+	for (;;) {
+		r = fx_os.flock(d->lockfd, LOCK_EX | LOCK_NB);
+		if (r != -EWOULDBLOCK)
+			return r;
+		if (d->lock_wait == 0)
+			return -EWOULDBLOCK;
+		if (d->lock_wait > 0 && waited >= d->lock_wait)
+			return -ETIMEDOUT;
+		if (!told && waited >= 1000 && d->lock_notice) {
+			d->lock_notice(d->lock_arg);
+			told = 1;
+			if (d->lock_wait < 0)
+				return fx_os.flock(d->lockfd, LOCK_EX);
+		}
+		if ((r = fx_os.nap(nap)) < 0 && r != -EINTR)
+			return r;
+		waited += nap;
+		nap = nap < 20 ? nap * 2 : 20;
+	}
 }
 
 void fx_unlock(struct fstx_domain *d)

@@ -29,6 +29,9 @@ struct fstx_domain {
 	int nosync;   /* this transaction is crash-only: skip its barriers */
 	long failed_op; /* last transaction: index of the op that failed, or -1 */
 	uint64_t txid;
+	long lock_wait;   /* fx_domain_set_wait(): ms, -1 forever */
+	void (*lock_notice)(void *arg);
+	void *lock_arg;
 	uint64_t jend;  /* journal: end of the planned segment */
 	uint32_t jseq;  /* journal: sequence number after END */
 	long mark;      /* progress mark step number, -1: none */
@@ -86,6 +89,13 @@ uint32_t fx_crc32c_sw(uint32_t crc, const void *buf, size_t len);
 int fx_domain_init(struct fstx_domain *d, int dirfd);
 void fx_domain_fini(struct fstx_domain *d);
 int fx_lock(struct fstx_domain *d);
+/*
+ * How fx_lock() waits for the domain lock: ms -1 forever (the default),
+ * 0 not at all (-EWOULDBLOCK), else up to ms milliseconds (-ETIMEDOUT).
+ * notice(arg), if set, is called once after about a second of waiting.
+ */
+void fx_domain_set_wait(struct fstx_domain *d, long ms,
+			void (*notice)(void *arg), void *arg);
 void fx_unlock(struct fstx_domain *d);
 int fx_is_wedged(struct fstx_domain *d);
 int fx_wedge(struct fstx_domain *d);

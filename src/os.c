@@ -13,6 +13,7 @@
 #include <linux/fs.h>
 #include <linux/openat2.h>
 #include <sys/file.h>
+#include <time.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -152,6 +153,14 @@ static ssize_t os_copy_file_range(int srcfd, off_t *srcoff, int dstfd,
 }
 
 static int os_flock(int fd, int op) { RET(flock(fd, op)); }
+
+static int os_nap(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000,
+			       .tv_nsec = (long)(ms % 1000) * 1000000L };
+
+	RET(nanosleep(&ts, NULL));
+}
 
 static int os_lock_range(int fd, int type, off_t start, off_t len, int wait)
 {
@@ -302,6 +311,7 @@ int fx_asprintf(char **out, const char *fmt, ...)
 	.map_ro = os_map_ro, \
 	.unmap = os_unmap, \
 	.boot_id = os_boot_id, \
+	.nap = os_nap, \
 	.realloc = os_realloc, \
 }
 

@@ -67,6 +67,8 @@ struct fx_os {
 	/* This boot's id (/proc/sys/kernel/random/boot_id, 36 chars + NUL):
 	 * the page cache is the truth only within one boot (wal.c W5). */
 	int (*boot_id)(char id[37]);
+	/* Sleep about ms milliseconds (a lock's bounded wait, domain.c). */
+	int (*nap)(unsigned ms);
 	/* Memory: realloc(3), through which every allocation of the library
 	 * goes (fx_malloc() and its kin below), so that a test fails the k-th
 	 * allocation as it fails the k-th call.  NULL on failure. */
