@@ -6,8 +6,12 @@
  *
  *  1. The journal is clean when it is empty (size 0) and no progress mark
  *     exists (an empty journal beside a mark was cut: corrupt; cleanup
- *     therefore removes marks before it empties the journal; a handle
- *     looks for such marks once, wal.c W8 says when not at all).  Any other
+ *     therefore removes marks before it empties the journal, and where
+ *     the emptying is made durable (rollback, recovery) it first fsyncs
+ *     .fstx/ so the marks' removal is durable before the journal's new
+ *     size: fx_journal_clear(); a handle looks for such marks once,
+ *     wal.c W8 says when not at all).  Proved by test_powerloss
+ *     power_loss_rollback and blockcrash.bats (btrfs, failing workload).  Any other
  *     content is a hot journal, and no transaction starts on the domain until recovery
  *     has rolled it back (or refused it as corrupt).
  *  2. Before a transaction changes anything, fstx plans it completely and
@@ -42,6 +46,15 @@
  *     below the mark is then known done and every one above known undone,
  *     so each check is exact: a MOVE src->dst is reversed if dst exists and
  *     src does not; a staged creation is removed if present.
+ *  5a. Steps above the mark are undone too, but only by identity: the
+ *     journal names the inode every MOVE moves (trans.c makes the new
+ *     objects in staging before it writes the journal, so new objects
+ *     have inodes then too), and such a step is reversed exactly when
+ *     that inode is at its destination.  A filesystem may persist a step
+ *     ahead of the mark: btrfs's fsync log makes an object's new name
+ *     durable when any process fsyncs it, and nothing orders the mark's
+ *     rename with it.  Proved by test_powerloss power_loss_fsync and
+ *     blockcrash.bats (bgsync variants).
  *     Then sizes, data ranges and xattrs of initial objects are restored at
  *     their initial paths (checked by inode number).  Undo is idempotent, so
  *     a crash during recovery is recovered by running it again.
@@ -455,6 +468,7 @@ int fx_journal_write(struct fstx_domain *d, const struct fx_step *steps,
 		putstr(&w, steps[i].src);
 		putstr(&w, steps[i].dst);
 		putstr(&w, steps[i].aux);
+		put64(&w, steps[i].ino); /* rule 5a; absent in older journals */
 		rec_end(&w, J_STEP);
 	}
 	for (size_t i = 0; i < ncaps && !w.err; i++)
@@ -505,10 +519,24 @@ int fx_journal_commit(struct fstx_domain *d)
 	return r;
 }
 
+/*
+ * Rule 1: the marks' removal is made durable before the journal's
+ * emptiness can be.  An fdatasync of the journal alone may persist its new
+ * size and not the unlinks in .fstx/ (btrfs logs only the inode it
+ * syncs), which would leave an empty journal beside a mark.
+ */
 int fx_journal_clear(struct fstx_domain *d, int durable)
 {
-	int r = fx_os.ftruncate(d->jfd, 0);
+	int r;
 
+	if (durable && !d->nosync) {
+		r = fx_os.fsync(d->meta);
+		if (r < 0 && r != -EINVAL && r != -EOPNOTSUPP) {
+			d->latched = r;
+			return r;
+		}
+	}
+	r = fx_os.ftruncate(d->jfd, 0);
 	if (r < 0 || !durable)
 		return r;
 	r = fx_os.fdatasync(d->jfd);
@@ -636,6 +664,8 @@ static int add_step(struct jr *j, struct cur *c)
 	s.src = getpath(c, 1);
 	s.dst = getpath(c, 0);
 	s.aux = getstr(c, 1, 0);
+	if (!c->bad && c->left >= 8)
+		s.ino = get(c, 8);
 	if (c->bad || s.kind < FX_ST_MKFILE || s.kind > FX_ST_MOVE ||
 	    dotdot(s.dst) || dotdot(s.src)) {
 		free(s.src);
@@ -848,16 +878,6 @@ static int journal_load(struct jr *j)
 	return m ? -EUCLEAN : 0;
 }
 
-static int exists(struct fstx_domain *d, const char *p)
-{
-	struct stat st;
-	int r = fx_lstat(d, p, &st);
-
-	if (r == -ENOENT)
-		return 0;
-	return r < 0 ? r : 1;
-}
-
 static int remove_path(struct fstx_domain *d, const char *p, int dir)
 {
 	const char *name;
@@ -891,20 +911,42 @@ int fx_move(struct fstx_domain *d, const char *src, const char *dst)
 	return r;
 }
 
+/*
+ * Reverse MOVE s, whose object (*st) is at its destination.  Both names
+ * holding the one inode is the rename half persisted (btrfs can replay an
+ * fsynced inode's new name and keep the old one): dropping the new name
+ * reverses it.  Both names holding different objects is not a state fstx
+ * makes.
+ */
+static int move_back(struct fstx_domain *d, const struct fx_step *s,
+		     const struct stat *st)
+{
+	struct stat ss;
+	int r = fx_lstat(d, s->src, &ss);
+
+	if (r == -ENOENT)
+		return fx_move(d, s->dst, s->src);
+	if (r < 0)
+		return r;
+	if (ss.st_ino == st->st_ino && !S_ISDIR(st->st_mode))
+		return remove_path(d, s->dst, 0);
+	return -EUCLEAN;
+}
+
 /* Rule 5: undo one step if it happened. */
 static int undo_step(struct fstx_domain *d, const struct fx_step *s)
 {
-	int a, b;
+	struct stat st;
+	int b;
 
 	switch (s->kind) {
 	case FX_ST_MOVE:
-		if ((b = exists(d, s->dst)) <= 0)
+		b = fx_lstat(d, s->dst, &st);
+		if (b == -ENOENT || b == -ENOTDIR)
+			return 0;
+		if (b < 0)
 			return b;
-		if ((a = exists(d, s->src)) < 0)
-			return a;
-		if (a)
-			return -EUCLEAN; /* both names exist: not our state */
-		return fx_move(d, s->dst, s->src);
+		return move_back(d, s, &st);
 	case FX_ST_MKDIR:
 		return remove_path(d, s->dst, 1);
 	default:
@@ -1017,6 +1059,30 @@ out:
 	return r;
 }
 
+/*
+ * Rule 5a: undo a step above the mark if, and only if, its object is at
+ * its destination.  Such a step can have happened only where the
+ * filesystem made it durable out of order with the mark (btrfs's fsync
+ * log, when another process fsyncs the object), so only its inode can
+ * say; a step whose inode is unknown is left alone.
+ */
+static int undo_above(struct fstx_domain *d, const struct fx_step *s)
+{
+	struct stat st;
+	int r;
+
+	if (s->kind != FX_ST_MOVE)
+		return 0; /* a creation in staging: cleanup removes it */
+	if (!s->ino)
+		return 0;
+	r = fx_lstat(d, s->dst, &st);
+	if (r == -ENOENT || r == -ENOTDIR || (r == 0 && (uint64_t)st.st_ino != s->ino))
+		return 0;
+	if (r < 0)
+		return r;
+	return move_back(d, s, &st);
+}
+
 static int journal_undo(struct jr *j)
 {
 	int r, mark = fx_mark_get(j->d);
@@ -1027,6 +1093,9 @@ static int journal_undo(struct jr *j)
 		return -EUCLEAN;
 	if (mark == 0 && !j->nsteps)
 		mark = -1; /* rule 3: changes began, but there are no steps */
+	for (long i = (long)j->nsteps - 1; i > mark; i--)
+		if ((r = undo_above(j->d, &j->steps[i])) < 0)
+			return r;
 	for (long i = mark; i >= 0; i--)
 		if ((r = fx_mark_set(j->d, i)) < 0 ||
 		    (r = undo_step(j->d, &j->steps[i])) < 0)

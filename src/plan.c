@@ -524,6 +524,17 @@ static int add_step(struct plan *P, size_t op, uint32_t kind, uint32_t mode,
 	return 0;
 }
 
+/* The last step moves (or creates) the object node n describes. */
+static void step_id(struct plan *P, const struct node *n)
+{
+	struct fx_step *s = &P->steps[P->nsteps - 1];
+
+	if (n->state == N_INIT)
+		s->ino = n->ino;
+	else if (n->state == N_NEW)
+		s->newid = n->newid;
+}
+
 static void scratch(char *buf, size_t n, const char *area, size_t op)
 {
 	snprintf(buf, n, "%s/%zu", area, op);
@@ -762,9 +773,12 @@ static int plan_create(struct plan *P, size_t i, const char *p, int kind,
 	int r;
 
 	scratch(tmp, sizeof(tmp), FX_NEW, i);
-	if ((r = add_step(P, i, stkind, mode, src, tmp, aux)) < 0 ||
-	    (r = add_step(P, i, FX_ST_MOVE, 0, tmp, p, NULL)) < 0)
+	if ((r = add_step(P, i, stkind, mode, src, tmp, aux)) < 0)
 		return r;
+	step_id(P, &n);
+	if ((r = add_step(P, i, FX_ST_MOVE, 0, tmp, p, NULL)) < 0)
+		return r;
+	step_id(P, &n);
 	if (aux) {
 		n.target = fx_strdup(aux);
 		if (!n.target)
@@ -773,7 +787,8 @@ static int plan_create(struct plan *P, size_t i, const char *p, int kind,
 	return set_ent(P, p, &n);
 }
 
-static int plan_trash(struct plan *P, size_t i, const char *p)
+static int plan_trash(struct plan *P, size_t i, const char *p,
+		      const struct node *n)
 {
 	char tmp[64];
 	int r;
@@ -781,6 +796,7 @@ static int plan_trash(struct plan *P, size_t i, const char *p)
 	scratch(tmp, sizeof(tmp), FX_TRASH, i);
 	if ((r = add_step(P, i, FX_ST_MOVE, 0, p, tmp, NULL)) < 0)
 		return r;
+	step_id(P, n);
 	drop_under(P, p);
 	return set_absent(P, p);
 }
@@ -914,7 +930,7 @@ static int plan_remove(struct plan *P, size_t i, struct pop *po, int dir)
 	else if (dir && (r = dir_empty(P, po->cpath, &n)) <= 0)
 		r = r < 0 ? r : -ENOTEMPTY;
 	else
-		r = plan_trash(P, i, po->cpath);
+		r = plan_trash(P, i, po->cpath, &n);
 out:
 	node_free(&n);
 	return r;
@@ -958,6 +974,7 @@ static int plan_newname(struct plan *P, size_t i, struct pop *po)
 		if ((r = add_step(P, i, FX_ST_LINK, 0, po->cpath2, tmp, NULL)) < 0 ||
 		    (r = add_step(P, i, FX_ST_MOVE, 0, tmp, po->cpath, NULL)) < 0)
 			goto out;
+		step_id(P, &old);
 		r = set_ent(P, po->cpath, &old);
 		memset(&old, 0, sizeof(old));
 	}
@@ -997,10 +1014,16 @@ static int plan_exchange(struct plan *P, size_t i, const char *a,
 	int r;
 
 	scratch(tmp, sizeof(tmp), FX_NEW, i);
-	if ((r = add_step(P, i, FX_ST_MOVE, 0, a, tmp, NULL)) < 0 ||
-	    (r = add_step(P, i, FX_ST_MOVE, 0, b, a, NULL)) < 0 ||
-	    (r = add_step(P, i, FX_ST_MOVE, 0, tmp, b, NULL)) < 0 ||
-	    (r = move_under(P, a, "\x01")) < 0 || (r = move_under(P, b, a)) < 0 ||
+	if ((r = add_step(P, i, FX_ST_MOVE, 0, a, tmp, NULL)) < 0)
+		return r;
+	step_id(P, na);
+	if ((r = add_step(P, i, FX_ST_MOVE, 0, b, a, NULL)) < 0)
+		return r;
+	step_id(P, nb);
+	if ((r = add_step(P, i, FX_ST_MOVE, 0, tmp, b, NULL)) < 0)
+		return r;
+	step_id(P, na);
+	if ((r = move_under(P, a, "\x01")) < 0 || (r = move_under(P, b, a)) < 0 ||
 	    (r = move_under(P, "\x01", b)) < 0 || (r = set_ent(P, a, nb)) < 0)
 		return r;
 	memset(nb, 0, sizeof(*nb));
@@ -1046,9 +1069,11 @@ static int plan_rename(struct plan *P, size_t i, struct pop *po)
 		 (r = dir_empty(P, nw, &nn)) <= 0)
 		r = r < 0 ? r : -P->d->fs.enotempty;
 	else {
-		if (nn.state != N_ABSENT && (r = plan_trash(P, i, nw)) < 0)
+		if (nn.state != N_ABSENT && (r = plan_trash(P, i, nw, &nn)) < 0)
 			goto out;
 		r = add_step(P, i, FX_ST_MOVE, 0, o, nw, NULL);
+		if (r == 0)
+			step_id(P, &no);
 		if (r == 0)
 			r = move_node(P, o, nw, &no);
 	}

@@ -9,7 +9,8 @@
  *   preflight  statvfs: journal + data bytes and inodes, else -ENOSPC
  *   journal    journal.c rule 2, barrier 1
  *   execute    ops in order; results into ops[i].rval; FAIL_ON checks
- *   commit     syncfs (barrier 2), truncate journal (barrier 3), empty trash
+ *   commit     syncfs (barrier 2), COMMIT record (barrier 3), truncate
+ *              journal, empty trash
  *   rollback   on a failed op: journal.c undo, the same code as recovery
  */
 #define _GNU_SOURCE
@@ -195,10 +196,8 @@ static int do_step(struct exec *X, const struct fx_step *s)
 		return dfd;
 	switch (s->kind) {
 	case FX_ST_MKDIR:
-		r = fx_os.mkdirat(dfd, name, s->mode);
-		break;
 	case FX_ST_SYMLINK:
-		r = fx_os.symlinkat(s->aux, dfd, name);
+		r = 0; /* made in staging before the journal (prestage) */
 		break;
 	case FX_ST_LINK:
 		sfd = fx_parent(X->d, s->src, &sname);
@@ -212,6 +211,65 @@ static int do_step(struct exec *X, const struct fx_step *s)
 		r = -EINVAL; /* MKFILE is made by exec_open */
 	}
 	fx_os.close(dfd);
+	return r;
+}
+
+/*
+ * Make every new object of the plan in staging (.fstx/new/N) before the
+ * journal is written, and give each step the inode it creates or moves,
+ * so the journal names every object a step moves by its inode (journal.c
+ * rule 5a).  Staging is outside the tree: nothing visible changes, and a
+ * crash leaves garbage the next transaction's fx_clean_scratch() removes.
+ */
+static int prestage_one(struct fstx_domain *d, const struct fx_step *s,
+			uint64_t *ino)
+{
+	const char *name;
+	struct stat st;
+	int dfd, fd, r;
+
+	if (s->kind == FX_ST_MKFILE) {
+		fd = fx_open(d, s->dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+			     s->mode);
+		if (fd < 0)
+			return fd;
+		r = fx_os.fstat(fd, &st);
+		fx_os.close(fd);
+	} else {
+		if ((dfd = fx_parent(d, s->dst, &name)) < 0)
+			return dfd;
+		r = s->kind == FX_ST_MKDIR ? fx_os.mkdirat(dfd, name, s->mode)
+					   : fx_os.symlinkat(s->aux, dfd, name);
+		if (r == 0)
+			r = fx_os.fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW);
+		fx_os.close(dfd);
+	}
+	if (r == 0)
+		*ino = (uint64_t)st.st_ino;
+	return r;
+}
+
+static int prestage(struct fstx_domain *d, struct plan *P)
+{
+	uint64_t *ids = fx_calloc((size_t)P->newid + 1, sizeof(*ids));
+	int r = 0;
+
+	if (!ids)
+		return -ENOMEM;
+	for (size_t k = 0; k < P->nsteps && r == 0; k++) {
+		struct fx_step *s = &P->steps[k];
+
+		if ((s->kind == FX_ST_MKFILE || s->kind == FX_ST_MKDIR ||
+		     s->kind == FX_ST_SYMLINK) && s->newid > 0 && s->newid <= P->newid)
+			r = prestage_one(d, s, &ids[s->newid]);
+	}
+	for (size_t k = 0; k < P->nsteps && r == 0; k++) {
+		struct fx_step *s = &P->steps[k];
+
+		if (s->newid > 0 && s->newid <= P->newid)
+			s->ino = ids[s->newid];
+	}
+	free(ids);
 	return r;
 }
 
@@ -239,15 +297,22 @@ static int exec_open(struct exec *X, const struct btrfs_ioctl_usertrans_op *op,
 	if (po->create) {
 		const struct fx_step *mk = &X->P->steps[po->step0];
 
-		flags = (flags & ~(O_TRUNC | O_NOFOLLOW)) | O_CREAT | O_EXCL;
+		/* made in staging before the journal (prestage) */
+		flags = (flags & ~(O_TRUNC | O_CREAT | O_EXCL)) | O_NOFOLLOW;
 		fd = fx_mark_set(X->d, (long)po->step0);
 		if (fd == 0)
-			fd = fx_open(X->d, mk->dst, flags, mk->mode);
+			fd = fx_open(X->d, mk->dst, flags, 0);
 		if (fd < 0) {
 			X->diverged = 1;
 			return fd;
 		}
-		r = run_steps(X, po, 1);
+		r = fx_os.fstat(fd, &st);
+		if (r == 0 && mk->ino && (uint64_t)st.st_ino != mk->ino)
+			r = -ESTALE; /* replaced behind our back */
+		if (r == 0)
+			r = run_steps(X, po, 1);
+		else
+			X->diverged = 1;
 	} else {
 		fd = fx_open(X->d, po->cpath, flags & ~(O_CREAT | O_EXCL), 0);
 		if (fd < 0)
@@ -659,6 +724,10 @@ again:
 	}
 	if (journaled && (r = fx_clean_scratch(d)) < 0)
 		goto out;
+	if (journaled && (r = prestage(d, &P)) < 0) {
+		fx_clean_scratch(d);
+		goto out;
+	}
 	if (journaled &&
 	    (r = fx_journal_write(d, P.steps, P.nsteps, P.caps, P.ncaps,
 				  P.nops)) < 0) {

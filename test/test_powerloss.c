@@ -50,6 +50,8 @@ struct meta {          /* one unsynced namespace/xattr change */
 	char *name;
 	char *val;
 	ssize_t vlen;      /* -1: was absent */
+	uint64_t obj, obj2; /* inodes the change names (obj2: exchange) */
+	int synced;        /* a barrier covered it (see barrier()) */
 };
 
 struct data {          /* one unsynced data change of inode ino */
@@ -71,6 +73,7 @@ static struct {
 	const char *before, *after;
 	int committed;
 	unsigned seed;
+	int fsyncs;        /* another process fsyncs domain objects at will */
 	long states, bad;
 	int stash;
 } pl;
@@ -94,6 +97,13 @@ static char *relpath(int dirfd, const char *name)
 		     dir[rl] ? "/" : "", name) < 0)
 		DIE("fatal");
 	return out;
+}
+
+static uint64_t ino_at(int dirfd, const char *name)
+{
+	struct stat st;
+
+	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) ? 0 : st.st_ino;
 }
 
 static void add_meta(struct meta m)
@@ -148,6 +158,38 @@ static void synced_meta(void)
 	pl.nm = 0; /* (strings leak until the child exits) */
 }
 
+static int parent_is(const char *path, const char *dir)
+{
+	const char *slash = path ? strrchr(path, '/') : NULL;
+	size_t n = slash ? (size_t)(slash - path) : 0;
+
+	return path && strlen(dir) == n && !strncmp(path, dir, n);
+}
+
+/*
+ * fsync of one object (btrfs's fsync log): it makes durable the name
+ * changes of that inode, or for a directory those of its entries, and
+ * nothing else; the rest stays pending, out of order with these.
+ */
+static void synced_object(int fd, const struct stat *st)
+{
+	char *dir = NULL;
+
+	if (S_ISDIR(st->st_mode)) {
+		dir = relpath(fd, "");
+		if (dir && *dir && dir[strlen(dir) - 1] == '/')
+			dir[strlen(dir) - 1] = 0;
+	}
+	for (size_t i = 0; i < pl.nm; i++) {
+		struct meta *m = &pl.m[i];
+
+		if (m->obj == st->st_ino || m->obj2 == st->st_ino ||
+		    (dir && (parent_is(m->a, dir) || parent_is(m->b, dir))))
+			m->synced = 1;
+	}
+	free(dir);
+}
+
 static void crash_now(void);
 
 static void barrier(int fd, int all)
@@ -158,10 +200,11 @@ static void barrier(int fd, int all)
 		crash_now();
 	if (all) {
 		synced_data(0);
+		synced_meta();
 	} else if (fstat(fd, &st) == 0) {
 		synced_data(st.st_ino);
+		synced_object(fd, &st);
 	}
-	synced_meta();
 }
 
 static int r_fsync(int fd) { barrier(fd, 0); return fx_os_libc.fsync(fd); }
@@ -220,8 +263,10 @@ static int r_openat2(int dfd, const char *p, int f, mode_t m, uint64_t res)
 		}
 	}
 	fd = fx_os_libc.openat2(dfd, p, f, m, res);
-	if (fd >= 0 && rp)
-		add_meta((struct meta){ .kind = M_CREATE, .a = rp });
+	if (fd >= 0 && rp) {
+		fstat(fd, &st);
+		add_meta((struct meta){ .kind = M_CREATE, .a = rp, .obj = st.st_ino });
+	}
 	else
 		free(rp);
 	return fd;
@@ -235,7 +280,8 @@ static int r_renameat2(int od, const char *on, int nd, const char *nn, unsigned 
 	if (r == 0 && a && b)
 		add_meta((struct meta){ .kind = fl & RENAME_EXCHANGE ? M_EXCHANGE
 								     : M_RENAME,
-					.a = a, .b = b });
+					.a = a, .b = b, .obj = ino_at(nd, nn),
+					.obj2 = fl & RENAME_EXCHANGE ? ino_at(od, on) : 0 });
 	return r;
 }
 
@@ -245,7 +291,7 @@ static int r_mkdirat(int d, const char *n, mode_t m)
 	int r = fx_os_libc.mkdirat(d, n, m);
 
 	if (r == 0 && a)
-		add_meta((struct meta){ .kind = M_MKDIR, .a = a });
+		add_meta((struct meta){ .kind = M_MKDIR, .a = a, .obj = ino_at(d, n) });
 	return r;
 }
 
@@ -255,7 +301,7 @@ static int r_symlinkat(const char *t, int d, const char *n)
 	int r = fx_os_libc.symlinkat(t, d, n);
 
 	if (r == 0 && a)
-		add_meta((struct meta){ .kind = M_CREATE, .a = a });
+		add_meta((struct meta){ .kind = M_CREATE, .a = a, .obj = ino_at(d, n) });
 	return r;
 }
 
@@ -265,7 +311,7 @@ static int r_linkat(int od, const char *on, int nd, const char *nn, int f)
 	int r = fx_os_libc.linkat(od, on, nd, nn, f);
 
 	if (r == 0 && a)
-		add_meta((struct meta){ .kind = M_CREATE, .a = a });
+		add_meta((struct meta){ .kind = M_CREATE, .a = a, .obj = ino_at(nd, nn) });
 	return r;
 }
 
@@ -288,7 +334,7 @@ static int r_unlinkat(int d, const char *n, int f)
 	if (r == 0)
 		add_meta((struct meta){ .kind = f & AT_REMOVEDIR ? M_RMDIR : M_UNLINK,
 					.a = a, .b = strdup(sname),
-					.mode = st.st_mode & 07777 });
+					.mode = st.st_mode & 07777, .obj = st.st_ino });
 	else
 		unlinkat(pl.stash, sname, 0);
 	return r;
@@ -300,7 +346,7 @@ static void xattr_old(int fd, const char *name)
 	struct stat st;
 
 	fstat(fd, &st);
-	m.ino = st.st_ino;
+	m.ino = m.obj = st.st_ino;
 	m.val = malloc(65536);
 	m.vlen = fgetxattr(fd, name, m.val, 65536);
 	add_meta(m);
@@ -462,6 +508,14 @@ static int rebooted(char id[37])
 }
 
 /* Turn the live tree into one random crash state, in place (inodes kept). */
+/* A change another process could fsync: its object lands outside .fstx/. */
+static int outside(const struct meta *m)
+{
+	const char *p = m->kind == M_RENAME ? m->b : m->a;
+
+	return !p || strncmp(p, ".fstx", 5);
+}
+
 static void one_state(void)
 {
 	const char *root = pl.root;
@@ -469,7 +523,7 @@ static void one_state(void)
 	uint64_t *inos = calloc(n + 1, sizeof(*inos));
 	char **paths = calloc(n + 1, sizeof(*paths));
 	int *fds = calloc(n + 1, sizeof(*fds));
-	char *now;
+	char *now, *kept;
 	int r;
 
 	fx_os = fx_os_libc;
@@ -487,10 +541,57 @@ static void one_state(void)
 			fds[i] = open(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
 		free(p);
 	}
-	/* a prefix of the namespace changes survives */
+	/* a prefix of the pending namespace changes survives, and every
+	 * one a barrier covered; with pl.fsyncs, any change outside .fstx/
+	 * too (another process fsynced its object) */
 	keep = pl.nm ? (size_t)rand_r(&pl.seed) % (pl.nm + 1) : 0;
-	for (size_t i = pl.nm; i-- > keep;)
-		undo_meta(root, &pl.m[i], fds[pl.nd + i]);
+	if (getenv("PL_DEBUG"))
+		for (size_t i = 0; i < pl.nm; i++)
+			fprintf(stderr, "crash %ld meta %zu kind %d %s %s synced %d keep %zu\n",
+				pl.crash_at, i, pl.m[i].kind, pl.m[i].a ? pl.m[i].a : "-",
+				pl.m[i].b ? pl.m[i].b : "-", pl.m[i].synced, keep);
+	kept = calloc(pl.nm + 1, 1);
+	for (size_t i = 0; i < pl.nm; i++)
+		kept[i] = i < keep || pl.m[i].synced ||
+			  (pl.fsyncs && outside(&pl.m[i]) &&
+			   rand_r(&pl.seed) % 2);
+	for (int changed = 1; changed;) {
+		changed = 0;
+		/* an rmdir cannot be undone with the inode it removed: once any
+		 * change of a directory is kept, so is its later removal */
+		for (size_t i = 0; i < pl.nm; i++)
+			for (size_t k = i + 1; kept[i] && pl.m[i].obj && k < pl.nm; k++)
+				if (pl.m[k].kind == M_RMDIR && pl.m[k].obj == pl.m[i].obj)
+					changed |= !kept[k], kept[k] = 1;
+		/* what a kept change needs persists with it: earlier changes of
+		 * the same inode, and the directory it went into */
+		for (size_t i = pl.nm; i-- > 0;)
+			for (size_t j = 0; kept[i] && j < i; j++) {
+				const struct meta *m = &pl.m[i], *o = &pl.m[j];
+
+				if ((o->obj && (o->obj == m->obj || o->obj == m->obj2)) ||
+				    (o->obj2 && (o->obj2 == m->obj || o->obj2 == m->obj2)) ||
+				    (o->kind == M_MKDIR &&
+				     (parent_is(m->a, o->a) || parent_is(m->b, o->a))) ||
+				    (o->kind == M_RENAME &&
+				     (parent_is(m->a, o->b) || parent_is(m->b, o->b))) ||
+				    /* a name taken carries the move of what had it
+				     * (btrfs logs the conflicting inode too) */
+				    ((o->kind == M_RENAME || o->kind == M_UNLINK ||
+				      o->kind == M_RMDIR) && o->a &&
+				     ((m->kind == M_RENAME && m->b && !strcmp(o->a, m->b)) ||
+				      ((m->kind == M_CREATE || m->kind == M_MKDIR) &&
+				       m->a && !strcmp(o->a, m->a)))) ||
+				    /* a directory's move carries what left it before */
+				    (m->kind == M_RENAME && o->kind == M_RENAME &&
+				     parent_is(o->a, m->a)))
+					changed |= !kept[j], kept[j] = 1;
+			}
+	}
+	for (size_t i = pl.nm; i-- > 0;)
+		if (!kept[i])
+			undo_meta(root, &pl.m[i], fds[pl.nd + i]);
+	free(kept);
 	/* each data write: kept, lost, or torn at sector granularity */
 	for (size_t i = pl.nd; i-- > 0;) {
 		int c = rand_r(&pl.seed) % 3;
@@ -647,11 +748,46 @@ static void power_loss_wal(void **state)
 	pl_run(tx, 2, "power-loss wal");
 }
 
+/*
+ * A transaction that fails at its last op and is rolled back (the
+ * before state is the only legal one), and the same shapes as name
+ * changes another process makes durable early: with pl.fsyncs, any
+ * pending change outside .fstx/ may persist (an fsync(2) of its object
+ * by a backup tool), out of order with fstx's own progress marks.
+ */
+static const char *const fsync_tx[] = {
+	"open 0 big O_WRONLY\npwrite 0 \"new bytes over the old\" 0\nclose 0\n"
+	"setxattr b user.v \"changed\"\ntruncate b 10\nmkdir newd\n"
+	"rename d/c newd/c\nopen 1 newfile O_WRONLY|O_CREAT|O_EXCL 0600\n"
+	"pwrite 1 \"fresh\" 0\nclose 1\nunlink does-not-exist !lt 0\n",
+	"open 0 cur.tmp O_WRONLY|O_CREAT|O_EXCL 0644\npwrite 0 \"new current\" 0\n"
+	"close 0\nrename cur.tmp a\nunlink old\n",
+	"mkdir m\nsymlink d/c m/sl\nlink b m/hl\nrename a big RENAME_EXCHANGE\n"
+	"rmdir empty\ntruncate d/e/f 3\nremovexattr big user.k\n",
+};
+
+static void power_loss_rollback(void **state)
+{
+	(void)state;
+	pl_run((char **)fsync_tx, 1, "power-loss rollback");
+}
+
+static void power_loss_fsync(void **state)
+{
+	(void)state;
+	pl.fsyncs = 1;
+	pl_run((char **)fsync_tx, sizeof(fsync_tx) / sizeof(fsync_tx[0]),
+	       "power-loss fsync");
+	pl.fsyncs = 0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(power_loss),
 		cmocka_unit_test(power_loss_wal),
+		cmocka_unit_test(power_loss_rollback),
+		cmocka_unit_test(power_loss_fsync),
 	};
 
 	corpus_load();
