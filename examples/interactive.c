@@ -6,7 +6,6 @@
  * Usage: interactive DIR
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,7 +17,7 @@ static int replace(fstx_domain *d)
 	char cur[64], back[64];
 	fstx_tx *tx;
 	ssize_t n;
-	int r, fd;
+	int r;
 
 	if ((r = fstx_begin(d, 5000, &tx)) < 0) /* a 5 s lease */
 		return r;
@@ -32,11 +31,9 @@ static int replace(fstx_domain *d)
 		r = fstx_abort(tx);
 		goto out;
 	}
-	fd = fstx_tx_open(tx, "obj.new", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	fstx_tx_pwrite(tx, fd, data, sizeof(data) - 1, 0);
-	fstx_tx_close(tx, fd);
-	fstx_tx_setxattr(tx, "obj.new", "user.version", "2", 1, 0);
-	fstx_tx_rename(tx, "obj.new", "obj", 0);
+	/* a new file renamed over obj, then its xattr: one transaction */
+	fstx_tx_replace(tx, "obj", data, sizeof(data) - 1, 0644);
+	fstx_tx_setxattr(tx, "obj", "user.version", "2", 1, 0);
 	/* read-your-writes: the transaction sees obj as it will be */
 	n = fstx_read(tx, "obj", back, sizeof(back), 0);
 	if (n != (ssize_t)sizeof(data) - 1 || memcmp(back, data, (size_t)n)) {

@@ -17,23 +17,37 @@
  *     int r, fd;
  *
  *     r = fstx_domain_open("/srv/store", &d);        // creates DIR/.fstx/ once
- *     r = fstx_tx_new(d, &tx);                      // strict by default
+ *     r = fstx_tx_new(d, &tx);                      // every op strict
  *     fd = fstx_tx_open(tx, "obj/new", O_WRONLY|O_CREAT|O_EXCL, 0644);
  *     fstx_tx_pwrite(tx, fd, buf, len, 0);          // buf must live until commit
  *     fstx_tx_setxattr(tx, "obj/new", "user.sum", sum, 8, 0);
  *     fstx_tx_rename(tx, "obj/new", "obj/current", 0);
  *     fstx_tx_unlink(tx, "obj/old");
  *     r = fstx_tx_commit(tx);                       // 0, or -errno: rolled back
- *     if (r < 0) fprintf(stderr, "op %ld failed: %s\n",
- *                        fstx_tx_failed_op(tx), strerror(-r));
+ *     if (r < 0) fprintf(stderr, "%s\n", fstx_tx_strerror(tx));
  *     fstx_tx_free(tx);
  *     fstx_domain_close(d);
  *
  * The builder calls (fstx_tx_open, ...) only record ops; nothing touches
  * the tree before fstx_tx_commit().  They return the new op's fd index
- * (open) or 0, or -errno (-ENOMEM, -EINVAL for a bad argument).
+ * (open) or 0, or -errno (-ENOMEM, -EINVAL for a bad argument).  A builder
+ * call that fails *poisons* the transaction: the op it stood for is not
+ * there, so fstx_tx_commit() returns that call's -errno and changes
+ * nothing (later calls are still checked and recorded, but only the first
+ * error is kept).  Checking each call's result is therefore optional; the
+ * commit's is not.  fstx_tx_strerror() names the call that failed.
  *
- * The seed ABI: fstx_usertrans(dirfd, &ut) runs a struct btrfs_ioctl_usertrans
+ * Every op of the ergonomic API is strict: a negative result (or a pwrite
+ * writing fewer bytes than asked) fails the whole transaction, which is
+ * rolled back.  Only fstx_tx_expect() changes that, for the one op it
+ * follows; no transaction flag turns strictness off.
+ *
+ * Task-level builders (fstx_tx_write, fstx_tx_replace,
+ * fstx_tx_symlink_replace, fstx_tx_copy_in, fstx_tx_import) record the
+ * primitive ops an everyday job stands for, inside the same transaction,
+ * and copy their data, so every guarantee holds for them too.
+ *
+ * The RFC's ABI: fstx_usertrans(dirfd, &ut) runs a struct btrfs_ioctl_usertrans
  * (see <fstx/btrfs_usertrans.h>) with the RFC's semantics plus rollback.
  *
  * All functions return 0 or a positive value on success and -errno on failure.
@@ -75,7 +89,7 @@ extern "C" {
 #define FSTX_VERSION_PATCH 0
 #define FSTX_VERSION_STRING "0.1.0"
 
-/* Ops beyond the seed's 1..11 (same record layout). */
+/* Ops beyond the RFC's 1..11 (same record layout). */
 #define FSTX_OP_RENAME  12 /* oldpath, newpath, flags (0|RENAME_NOREPLACE|RENAME_EXCHANGE) */
 #define FSTX_OP_SYMLINK 13 /* target, linkpath */
 /*
@@ -91,9 +105,11 @@ extern "C" {
 #define FSTX_OP_MAX     17
 
 /*
- * Transaction flag (struct btrfs_ioctl_usertrans.flags), a bit the seed
+ * Transaction flag (struct btrfs_ioctl_usertrans.flags), a bit the RFC's ABI
  * does not use: every op fails the transaction on a negative result or a
- * short write, as if FAIL_ON_LT 0 were set on each.
+ * short write, as if FAIL_ON_LT 0 were set on each.  The ergonomic API
+ * makes each op strict by itself (see fstx_tx_expect()), with or without
+ * this flag: fstx_tx_set_flags() accepts it and it changes nothing there.
  */
 #define FSTX_UT_STRICT (1ULL << 16)
 /*
@@ -135,15 +151,34 @@ extern "C" {
  * Transactions the log cannot take run the durable undo way.
  */
 #define FSTX_UT_LAZY (1ULL << 19)
+/*
+ * Copy-in mode (builder flag, for fstx_tx_new()'s transactions only: the
+ * RFC's ABI refuses it): every builder call made while it is set copies
+ * the buffers it is given (pwrite data, xattr values, assert data) at
+ * once, so the caller may free or reuse them as soon as the call returns.
+ * Set it with fstx_tx_set_flags() before the calls it should cover.
+ * Without it, a transaction holds O(1) memory per byte of data (only
+ * pointers); with it, the transaction holds a copy of all its data until
+ * fstx_tx_free().
+ */
+#define FSTX_UT_COPY (1ULL << 20)
 
 /* Documented limits; a vector beyond them is refused with -EINVAL. */
 #define FSTX_MAX_OPS    (1u << 20) /* 1048576 ops per transaction */
 #define FSTX_MAX_FDS    4096       /* slots in the private fd table */
 #define FSTX_MAX_XATTR  65536      /* bytes of one xattr value */
+/* Bytes one fstx_tx_copy_in() or fstx_tx_import() file may have (-EFBIG). */
+#define FSTX_MAX_COPY   (1ULL << 30)
+
+/* The library's version at run time ("0.1.0"); FSTX_VERSION_STRING is the
+ * header's. */
+const char *fstx_version(void);
 
 struct btrfs_ioctl_usertrans;
 
-/* Run a seed-ABI transaction on the domain whose directory is dirfd. */
+/* Run an RFC-ABI transaction (the 2009 btrfs USERTRANS RFC) on the domain
+ * whose directory is dirfd, with the RFC's semantics: no op is strict
+ * unless its own FAIL_ON_* flags or FSTX_UT_STRICT say so. */
 long fstx_usertrans(int dirfd, struct btrfs_ioctl_usertrans *ut);
 
 /* ---- domains ---------------------------------------------------------- */
@@ -184,6 +219,31 @@ struct fstx_status {
 int fstx_status(fstx_domain *d, struct fstx_status *st);
 
 /*
+ * The same and more, in a struct that can grow: set size to
+ * sizeof(struct fstx_status_ex) before the call; fstx fills min(size, its
+ * own sizeof) bytes (size then says how many), so a program built against
+ * an older header keeps working with a newer library and the other way
+ * round.  -EINVAL if size is below the first version's (up to wal_bytes).
+ */
+struct fstx_status_ex {
+	uint32_t size;         /* in: sizeof as the caller knows it; out: filled */
+	int hot;               /* as in struct fstx_status */
+	int wedged;
+	int reflink;
+	int xattr_user;
+	int dir_fsync;
+	uint32_t block_size;
+	char fs_type[16];
+	uint64_t journal_bytes;
+	uint64_t wal_bytes;    /* bytes of records in DIR/.fstx/wal */
+	int latched;           /* -errno of a failed barrier this handle holds
+				* until fstx_recover(), or 0 */
+	int unsynced;          /* this handle committed crash-only or lazy
+				* transactions that fstx_sync() would make durable */
+};
+int fstx_status_ex(fstx_domain *d, struct fstx_status_ex *st);
+
+/*
  * Consistent reads: between fstx_read_begin() and fstx_read_end() no
  * transaction of a cooperating writer is under way (the domain lock is
  * held shared; writers wait), so plain read(2)s see one committed state.
@@ -218,19 +278,62 @@ int fstx_tx_rename(fstx_tx *tx, const char *oldpath, const char *newpath,
 int fstx_tx_symlink(fstx_tx *tx, const char *target, const char *linkpath);
 int fstx_tx_assert_absent(fstx_tx *tx, const char *path);
 int fstx_tx_assert_exists(fstx_tx *tx, const char *path);
-/* data must live until commit, like pwrite buffers */
+/* data must live until commit, like pwrite buffers (or FSTX_UT_COPY) */
 int fstx_tx_assert_data(fstx_tx *tx, const char *path, const void *data,
 			size_t len);
 int fstx_tx_assert_xattr(fstx_tx *tx, const char *path, const char *name,
 			 const void *value, size_t len);
 
 /*
- * Replace the last op's strictness with the seed's condition: fail the
- * transaction when the op's result compares to value as flags say
- * (BTRFS_IOC_UT_OP_FLAG_FAIL_ON_*); flags 0 ignores the result.
+ * Task-level builders: each records the primitive ops it stands for, in
+ * this transaction, and copies its data (the caller may free it at once).
+ * 0 or -errno (and the transaction is poisoned, see above).
+ *
+ * fstx_tx_write: create or truncate path, write data, close (open with
+ *   O_WRONLY|O_CREAT|O_TRUNC: an existing file keeps its inode, mode and
+ *   xattrs).
+ * fstx_tx_replace: write data to a new file under a temporary name in
+ *   path's directory and rename it over path: a new inode, without the old
+ *   file's xattrs (set them in the same transaction).  mode is its mode, or
+ *   with (mode_t)-1 the existing file's mode, read when the call is made
+ *   (0644 if there is none); both are subject to the umask, as in open(2).
+ * fstx_tx_symlink_replace: linkpath becomes a symlink to target, whatever
+ *   it was (a symlink, a file, absent), atomically for every reader: a
+ *   symlink under a temporary name, renamed over linkpath.
+ * fstx_tx_copy_in: the regular file src, an ordinary path outside the
+ *   domain (read when the call is made, following symlinks as open(2)
+ *   does), written as dst like fstx_tx_write with src's mode.  At most
+ *   FSTX_MAX_COPY bytes (-EFBIG); it is held in memory until commit.
+ * fstx_tx_import: the tree srcdir (outside the domain) as the new
+ *   directory dstdir: directories made with their modes, regular files
+ *   written as by fstx_tx_copy_in, symlinks copied as symlinks (never
+ *   followed); any other file (device, fifo, socket) is -EINVAL.
+ *   dstdir must not exist.
+ *
+ * Temporary names are ".fstx-tmp-N" (N counts per transaction) beside the
+ * target; one that exists already fails the transaction with -EEXIST.
+ */
+int fstx_tx_write(fstx_tx *tx, const char *path, const void *data, size_t len,
+		  mode_t mode);
+int fstx_tx_replace(fstx_tx *tx, const char *path, const void *data, size_t len,
+		    mode_t mode);
+int fstx_tx_symlink_replace(fstx_tx *tx, const char *target,
+			    const char *linkpath);
+int fstx_tx_copy_in(fstx_tx *tx, const char *src, const char *dst);
+int fstx_tx_import(fstx_tx *tx, const char *srcdir, const char *dstdir);
+
+/*
+ * Replace the last op's strictness with the RFC's condition: fail the
+ * transaction when that op's result compares to value as flags say
+ * (BTRFS_IOC_UT_OP_FLAG_FAIL_ON_*); flags 0 ignores its result.  Every
+ * other op stays strict.
  */
 int fstx_tx_expect(fstx_tx *tx, uint64_t fail_flags, int64_t value);
-/* Transaction flags: FSTX_UT_STRICT (default on), BTRFS_IOC_UT_FLAG_WEDGEONFAIL. */
+/*
+ * Transaction flags, replacing those set before: BTRFS_IOC_UT_FLAG_WEDGEONFAIL,
+ * FSTX_UT_NOSYNC, FSTX_UT_WAL, FSTX_UT_LAZY, FSTX_UT_COPY (FSTX_UT_STRICT is
+ * accepted and changes nothing: ops stay strict with or without it).
+ */
 int fstx_tx_set_flags(fstx_tx *tx, uint64_t flags);
 int fstx_tx_reserve(fstx_tx *tx, uint64_t data_bytes, uint64_t metadata_ops);
 
@@ -240,6 +343,13 @@ int fstx_tx_commit(fstx_tx *tx);
 size_t fstx_tx_num_ops(const fstx_tx *tx);
 int64_t fstx_tx_result(const fstx_tx *tx, size_t op); /* rval after commit */
 long fstx_tx_failed_op(const fstx_tx *tx);           /* index, or -1 */
+/*
+ * Why the last commit failed, in words, as fstx(1) says it:
+ * `op 3 (unlink "no-such-file"): No such file or directory (ENOENT)`; for
+ * a poisoned transaction the builder call that failed; "" if nothing
+ * failed.  Valid until the next call on tx.
+ */
+const char *fstx_tx_strerror(const fstx_tx *tx);
 
 /*
  * Interactive transactions.  fstx_begin() makes a transaction whose ops are

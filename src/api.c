@@ -9,6 +9,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -216,6 +218,7 @@ void fstx_tx_free(fstx_tx *tx)
 	free(tx->ops);
 	free(tx->live);
 	free(tx->freefds);
+	free(tx->errmsg);
 	free(tx);
 }
 
@@ -224,6 +227,8 @@ int64_t fx_tx_keep(fstx_tx *tx, const void *p, size_t n)
 {
 	char *c;
 
+	if (n == SIZE_MAX)
+		return -1;
 	if (tx->nstrs == tx->cstrs) {
 		size_t cap = tx->cstrs ? 2 * tx->cstrs : 16;
 		char **ns = fx_realloc(tx->strs, cap * sizeof(*ns));
@@ -236,7 +241,8 @@ int64_t fx_tx_keep(fstx_tx *tx, const void *p, size_t n)
 	c = fx_malloc(n + 1);
 	if (!c)
 		return -1;
-	memcpy(c, p, n);
+	if (n)
+		memcpy(c, p, n);
 	c[n] = 0;
 	tx->strs[tx->nstrs++] = c;
 	return (int64_t)(intptr_t)c;
@@ -245,6 +251,63 @@ int64_t fx_tx_keep(fstx_tx *tx, const void *p, size_t n)
 static int64_t keep(fstx_tx *tx, const char *s)
 {
 	return s ? fx_tx_keep(tx, s, strlen(s)) : 0;
+}
+
+/*
+ * Data the op will point to: the caller's buffer, or with FSTX_UT_COPY
+ * (and for the task builders, copy 1) a copy owned by tx.  -1: no memory.
+ */
+static int64_t data_arg(fstx_tx *tx, const void *p, size_t n, int copy)
+{
+	if (!p || !(copy || (tx->flags & FSTX_UT_COPY)))
+		return (int64_t)(intptr_t)p;
+	return fx_tx_keep(tx, p, n);
+}
+
+const char *fx_errname(long e)
+{
+	int n = (int)(e < 0 ? -e : e);
+	const char *s = NULL;
+
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 32)
+	s = n ? strerrorname_np(n) : NULL;
+#endif
+	return s ? s : "E?";
+}
+
+/* "fstx_tx_setxattr("obj", "user.k")": the call and its names. */
+int fx_tx_poison(fstx_tx *tx, int r, const char *call, const char *a,
+		 const char *b)
+{
+	if (r >= 0 || !tx || tx->poisoned)
+		return r;
+	tx->poisoned = r;
+	free(tx->errmsg);
+	tx->errmsg = NULL;
+	if (fx_asprintf(&tx->errmsg, "%s(%s%s%s%s%s%s): %s (%s); the transaction "
+			"will not commit", call, a ? "\"" : "", a ? a : "",
+			a ? "\"" : "", b ? ", \"" : "", b ? b : "", b ? "\"" : "",
+			strerror(-r), fx_errname(r)) < 0)
+		tx->errmsg = NULL;
+	return r;
+}
+
+#define POISON(tx, r, a, b) fx_tx_poison(tx, r, __func__, a, b)
+
+/*
+ * Strict by default, per op (issue: a transaction flag could be turned
+ * off for every op at once): fail on a negative result, and a pwrite
+ * also on a short one.  fstx_tx_expect() replaces it for its op only.
+ */
+static void strict(struct btrfs_ioctl_usertrans_op *op)
+{
+	if (op->op == BTRFS_IOC_UT_OP_PWRITE) {
+		op->flags = BTRFS_IOC_UT_OP_FLAG_FAIL_ON_NE;
+		op->rval = op->args[2];
+	} else {
+		op->flags = BTRFS_IOC_UT_OP_FLAG_FAIL_ON_LT;
+		op->rval = 0;
+	}
 }
 
 static struct btrfs_ioctl_usertrans_op *add(fstx_tx *tx, uint64_t opn)
@@ -268,6 +331,13 @@ static struct btrfs_ioctl_usertrans_op *add(fstx_tx *tx, uint64_t opn)
 	return op;
 }
 
+/* The op just filled in: made strict and counted. */
+static void done(fstx_tx *tx)
+{
+	strict(&tx->ops[tx->nops]);
+	tx->nops++;
+}
+
 /* Add an op with path arguments p0 (args[0]) and p1 (args[1]). */
 static int add_paths(fstx_tx *tx, uint64_t opn, const char *p0, const char *p1,
 		     int64_t a1, int64_t a2)
@@ -286,11 +356,20 @@ static int add_paths(fstx_tx *tx, uint64_t opn, const char *p0, const char *p1,
 	op->args[0] = s0;
 	op->args[1] = s1;
 	op->args[2] = a2;
-	tx->nops++;
-	return 0;
+	return 0; /* the caller fills in the rest, then done() */
 }
 
-int fstx_tx_open(fstx_tx *tx, const char *path, int flags, mode_t mode)
+static int add_paths_done(fstx_tx *tx, uint64_t opn, const char *p0,
+			  const char *p1, int64_t a1, int64_t a2)
+{
+	int r = add_paths(tx, opn, p0, p1, a1, a2);
+
+	if (r == 0)
+		done(tx);
+	return r;
+}
+
+static int tx_open(fstx_tx *tx, const char *path, int flags, mode_t mode)
 {
 	int r, fd;
 
@@ -309,11 +388,17 @@ int fstx_tx_open(fstx_tx *tx, const char *path, int flags, mode_t mode)
 		return r;
 	/* A closed slot is reused, so any number of open/close pairs fit. */
 	fd = tx->nfree ? tx->freefds[--tx->nfree] : tx->nextfd++;
-	tx->ops[tx->nops - 1].args[3] = fd;
+	tx->ops[tx->nops].args[3] = fd;
+	done(tx);
 	tx->live[fd] = 1;
 	if (fd + 1 > tx->maxfd)
 		tx->maxfd = fd + 1;
 	return fd;
+}
+
+int fstx_tx_open(fstx_tx *tx, const char *path, int flags, mode_t mode)
+{
+	return POISON(tx, tx_open(tx, path, flags, mode), path, NULL);
 }
 
 static int add_args(fstx_tx *tx, uint64_t opn, int64_t a0, int64_t a1,
@@ -330,11 +415,11 @@ static int add_args(fstx_tx *tx, uint64_t opn, int64_t a0, int64_t a1,
 	op->args[2] = a2;
 	op->args[3] = a3;
 	op->args[4] = a4;
-	tx->nops++;
+	done(tx);
 	return 0;
 }
 
-int fstx_tx_close(fstx_tx *tx, int fd)
+static int tx_close(fstx_tx *tx, int fd)
 {
 	int r = add_args(tx, BTRFS_IOC_UT_OP_CLOSE, fd, 0, 0, 0, 0);
 
@@ -345,128 +430,175 @@ int fstx_tx_close(fstx_tx *tx, int fd)
 	return r;
 }
 
+int fstx_tx_close(fstx_tx *tx, int fd)
+{
+	return POISON(tx, tx_close(tx, fd), NULL, NULL);
+}
+
+static int tx_pwrite(fstx_tx *tx, int fd, const void *buf, size_t len, off_t off,
+		     int copy)
+{
+	int64_t p;
+
+	if (!tx || len > INT64_MAX || off < 0 ||
+	    off > (off_t)(INT64_MAX - (int64_t)len) || (!buf && len))
+		return -EINVAL;
+	if ((p = data_arg(tx, buf, len, copy)) < 0)
+		return -ENOMEM;
+	return add_args(tx, BTRFS_IOC_UT_OP_PWRITE, fd, p, (int64_t)len, off, 0);
+}
+
 int fstx_tx_pwrite(fstx_tx *tx, int fd, const void *buf, size_t len, off_t off)
 {
-	if (len > INT64_MAX || off < 0 || off > (off_t)(INT64_MAX - (int64_t)len))
-		return -EINVAL;
-	return add_args(tx, BTRFS_IOC_UT_OP_PWRITE, fd, (int64_t)(intptr_t)buf,
-			(int64_t)len, off, 0);
+	return POISON(tx, tx_pwrite(tx, fd, buf, len, off, 0), NULL, NULL);
 }
 
 int fstx_tx_unlink(fstx_tx *tx, const char *path)
 {
-	return add_paths(tx, BTRFS_IOC_UT_OP_UNLINK, path, NULL, 0, 0);
+	return POISON(tx, add_paths_done(tx, BTRFS_IOC_UT_OP_UNLINK, path, NULL, 0, 0),
+		      path, NULL);
 }
 
 int fstx_tx_link(fstx_tx *tx, const char *oldpath, const char *newpath)
 {
-	return add_paths(tx, BTRFS_IOC_UT_OP_LINK, oldpath, newpath, -1, 0);
+	return POISON(tx, add_paths_done(tx, BTRFS_IOC_UT_OP_LINK, oldpath, newpath,
+					 -1, 0), oldpath, newpath);
 }
 
 int fstx_tx_mkdir(fstx_tx *tx, const char *path, mode_t mode)
 {
-	return add_paths(tx, BTRFS_IOC_UT_OP_MKDIR, path, NULL, mode, 0);
+	return POISON(tx, add_paths_done(tx, BTRFS_IOC_UT_OP_MKDIR, path, NULL, mode,
+					 0), path, NULL);
 }
 
 int fstx_tx_rmdir(fstx_tx *tx, const char *path)
 {
-	return add_paths(tx, BTRFS_IOC_UT_OP_RMDIR, path, NULL, 0, 0);
+	return POISON(tx, add_paths_done(tx, BTRFS_IOC_UT_OP_RMDIR, path, NULL, 0, 0),
+		      path, NULL);
 }
 
 int fstx_tx_truncate(fstx_tx *tx, const char *path, off_t size)
 {
-	return add_paths(tx, BTRFS_IOC_UT_OP_TRUNCATE, path, NULL, size, 0);
+	if (size < 0) /* add_paths() reads a negative argument as no memory */
+		return POISON(tx, -EINVAL, path, NULL);
+	return POISON(tx, add_paths_done(tx, BTRFS_IOC_UT_OP_TRUNCATE, path, NULL,
+					 size, 0), path, NULL);
+}
+
+/* setxattr and assert-xattr: path, name, value (len at args[3]). */
+static int add_xattr(fstx_tx *tx, uint64_t opn, const char *path,
+		     const char *name, const void *value, size_t len, int flags)
+{
+	int64_t v;
+	int r;
+
+	if (!tx || len > FSTX_MAX_XATTR || (!value && len))
+		return -EINVAL;
+	if ((v = data_arg(tx, value, len, 0)) < 0)
+		return -ENOMEM;
+	r = add_paths(tx, opn, path, name, -1, v);
+	if (r == 0) {
+		tx->ops[tx->nops].args[3] = (int64_t)len;
+		tx->ops[tx->nops].args[4] = flags;
+		done(tx);
+	}
+	return r;
 }
 
 int fstx_tx_setxattr(fstx_tx *tx, const char *path, const char *name,
 		     const void *value, size_t len, int flags)
 {
-	int r;
-
-	if (len > FSTX_MAX_XATTR)
-		return -EINVAL;
-	r = add_paths(tx, BTRFS_IOC_UT_OP_SETXATTR, path, name, -1,
-		      (int64_t)(intptr_t)value);
-	if (r == 0) {
-		tx->ops[tx->nops - 1].args[3] = (int64_t)len;
-		tx->ops[tx->nops - 1].args[4] = flags;
-	}
-	return r;
+	return POISON(tx, add_xattr(tx, BTRFS_IOC_UT_OP_SETXATTR, path, name, value,
+				    len, flags), path, name);
 }
 
 int fstx_tx_removexattr(fstx_tx *tx, const char *path, const char *name)
 {
-	return add_paths(tx, BTRFS_IOC_UT_OP_REMOVEXATTR, path, name, -1, 0);
+	return POISON(tx, add_paths_done(tx, BTRFS_IOC_UT_OP_REMOVEXATTR, path, name,
+					 -1, 0), path, name);
 }
 
 int fstx_tx_clonerange(fstx_tx *tx, int dstfd, int srcfd, off_t srcoff,
 		       off_t len, off_t dstoff)
 {
-	return add_args(tx, BTRFS_IOC_UT_OP_CLONERANGE, dstfd, srcfd, srcoff, len,
-			dstoff);
+	return POISON(tx, add_args(tx, BTRFS_IOC_UT_OP_CLONERANGE, dstfd, srcfd,
+				   srcoff, len, dstoff), NULL, NULL);
 }
 
 int fstx_tx_rename(fstx_tx *tx, const char *oldpath, const char *newpath,
 		   unsigned int flags)
 {
-	return add_paths(tx, FSTX_OP_RENAME, oldpath, newpath, -1, flags);
+	return POISON(tx, add_paths_done(tx, FSTX_OP_RENAME, oldpath, newpath, -1,
+					 flags), oldpath, newpath);
 }
 
 int fstx_tx_symlink(fstx_tx *tx, const char *target, const char *linkpath)
 {
-	return add_paths(tx, FSTX_OP_SYMLINK, target, linkpath, -1, 0);
+	return POISON(tx, add_paths_done(tx, FSTX_OP_SYMLINK, target, linkpath, -1,
+					 0), target, linkpath);
 }
 
 int fstx_tx_assert_absent(fstx_tx *tx, const char *path)
 {
-	return add_paths(tx, FSTX_OP_ASSERT_ABSENT, path, NULL, 0, 0);
+	return POISON(tx, add_paths_done(tx, FSTX_OP_ASSERT_ABSENT, path, NULL, 0, 0),
+		      path, NULL);
 }
 
 int fstx_tx_assert_exists(fstx_tx *tx, const char *path)
 {
-	return add_paths(tx, FSTX_OP_ASSERT_EXISTS, path, NULL, 0, 0);
+	return POISON(tx, add_paths_done(tx, FSTX_OP_ASSERT_EXISTS, path, NULL, 0, 0),
+		      path, NULL);
+}
+
+static int assert_data(fstx_tx *tx, const char *path, const void *data,
+		       size_t len)
+{
+	int64_t p;
+
+	if (!tx || len > INT64_MAX || (!data && len))
+		return -EINVAL;
+	if ((p = data_arg(tx, data, len, 0)) < 0)
+		return -ENOMEM;
+	return add_paths_done(tx, FSTX_OP_ASSERT_DATA, path, NULL, p, (int64_t)len);
 }
 
 int fstx_tx_assert_data(fstx_tx *tx, const char *path, const void *data,
 			size_t len)
 {
-	if (len > INT64_MAX || (!data && len))
-		return -EINVAL;
-	return add_paths(tx, FSTX_OP_ASSERT_DATA, path, NULL,
-			 (int64_t)(intptr_t)data, (int64_t)len);
+	return POISON(tx, assert_data(tx, path, data, len), path, NULL);
 }
 
 int fstx_tx_assert_xattr(fstx_tx *tx, const char *path, const char *name,
 			 const void *value, size_t len)
 {
-	int r;
-
-	if (len > FSTX_MAX_XATTR || (!value && len))
-		return -EINVAL;
-	r = add_paths(tx, FSTX_OP_ASSERT_XATTR, path, name, -1,
-		      (int64_t)(intptr_t)value);
-	if (r == 0)
-		tx->ops[tx->nops - 1].args[3] = (int64_t)len;
-	return r;
+	return POISON(tx, add_xattr(tx, FSTX_OP_ASSERT_XATTR, path, name, value, len,
+				    0), path, name);
 }
 
 int fstx_tx_expect(fstx_tx *tx, uint64_t fail_flags, int64_t value)
 {
-	if (!tx || !tx->nops)
+	if (!tx)
 		return -EINVAL;
+	if (!tx->nops)
+		return POISON(tx, -EINVAL, NULL, NULL);
+	/* this op's condition only: the others stay strict */
 	tx->ops[tx->nops - 1].flags = fail_flags;
 	tx->ops[tx->nops - 1].rval = value;
-	/* A condition set per op replaces strictness for the whole tx. */
-	tx->flags &= ~(uint64_t)FSTX_UT_STRICT;
 	return 0;
 }
 
+/* Flags the builder takes: the engine's, and FSTX_UT_COPY (builder only). */
+#define TX_FLAGS ((uint64_t)FSTX_UT_FLAGS | FSTX_UT_COPY)
+
 int fstx_tx_set_flags(fstx_tx *tx, uint64_t flags)
 {
-	if (!tx || (flags & ~(uint64_t)FSTX_UT_FLAGS) ||
-	    ((flags & FSTX_UT_LAZY) && (flags & FSTX_UT_NOSYNC)))
+	if (!tx)
 		return -EINVAL;
-	tx->flags = flags;
+	if ((flags & ~TX_FLAGS) ||
+	    ((flags & FSTX_UT_LAZY) && (flags & FSTX_UT_NOSYNC)))
+		return POISON(tx, -EINVAL, NULL, NULL);
+	/* strictness lives in each op (strict()): no flag turns it off */
+	tx->flags = flags | FSTX_UT_STRICT;
 	return 0;
 }
 
@@ -479,6 +611,31 @@ int fstx_tx_reserve(fstx_tx *tx, uint64_t data_bytes, uint64_t metadata_ops)
 	return 0;
 }
 
+/* fstx_tx_strerror() of a transaction ut that failed with r. */
+static void commit_why(fstx_tx *tx, const struct btrfs_ioctl_usertrans *ut,
+		       long r)
+{
+	char what[PATH_MAX * 2 + 64];
+	const char *why = NULL;
+	uint64_t bad;
+
+	free(tx->errmsg);
+	tx->errmsg = NULL;
+	/* an op the engine refused before running anything: say why */
+	if (r == -EINVAL && fx_validate_why(ut, &bad, &why) != -EINVAL)
+		why = NULL;
+	if (tx->failed >= 0 && (size_t)tx->failed < tx->nops) {
+		fx_describe_op(tx->ops, (size_t)tx->failed, what, sizeof(what));
+		if (fx_asprintf(&tx->errmsg, "op %ld (%s): %s (%s)", tx->failed, what,
+				why ? why : fx_op_reason(&tx->ops[tx->failed], r),
+				fx_errname(r)) < 0)
+			tx->errmsg = NULL;
+	} else if (fx_asprintf(&tx->errmsg, "commit: %s (%s)", strerror((int)-r),
+			       fx_errname(r)) < 0) {
+		tx->errmsg = NULL;
+	}
+}
+
 int fstx_tx_commit(fstx_tx *tx)
 {
 	struct btrfs_ioctl_usertrans ut;
@@ -488,18 +645,300 @@ int fstx_tx_commit(fstx_tx *tx)
 		return -EINVAL;
 	if (tx->committed)
 		return -EALREADY;
+	tx->committed = 1;
+	if (tx->poisoned) /* MDB_BAD_TXN: what was built is not what was asked */
+		return tx->poisoned;
 	ut = (struct btrfs_ioctl_usertrans){
 		.num_ops = tx->nops,
 		.ops_ptr = (uint64_t)(uintptr_t)tx->ops,
 		.num_fds = (uint64_t)tx->maxfd,
 		.data_bytes = tx->data_bytes,
 		.metadata_ops = tx->metadata_ops,
-		.flags = tx->flags,
+		/* strictness is in the ops; copying was done at build time */
+		.flags = tx->flags & ~(uint64_t)(FSTX_UT_STRICT | FSTX_UT_COPY),
 	};
 	r = fx_usertrans(tx->d, &ut);
-	tx->committed = 1;
 	tx->failed = r < 0 ? tx->d->failed_op : -1;
+	if (r < 0)
+		commit_why(tx, &ut, r);
 	return (int)r;
+}
+
+/* ---- task-level builders: primitive ops in the same transaction ---------- */
+
+#define COPY_CHUNK (1u << 20) /* bytes of one pwrite op of a copied file */
+
+/* Create (or with O_EXCL only create) path, write len bytes of data, close. */
+static int write_file(fstx_tx *tx, const char *path, const void *data,
+		      size_t len, mode_t mode, int excl)
+{
+	int fd, r;
+
+	if (!tx || !path || (!data && len) || (mode & ~(mode_t)07777))
+		return -EINVAL;
+	fd = tx_open(tx, path, O_WRONLY | O_CREAT | (excl ? O_EXCL : O_TRUNC), mode);
+	if (fd < 0)
+		return fd;
+	if (len && (r = tx_pwrite(tx, fd, data, len, 0, 1)) < 0)
+		return r;
+	return tx_close(tx, fd);
+}
+
+int fstx_tx_write(fstx_tx *tx, const char *path, const void *data, size_t len,
+		  mode_t mode)
+{
+	return POISON(tx, write_file(tx, path, data, len, mode, 0), path, NULL);
+}
+
+/*
+ * A name for a temporary beside path (in its directory), unique within
+ * the transaction; the op that makes it is exclusive (O_EXCL, symlink),
+ * so a name taken already fails the transaction rather than losing data.
+ */
+static int tmp_beside(fstx_tx *tx, const char *path, char **out)
+{
+	const char *slash = strrchr(path, '/');
+	int dlen = slash ? (int)(slash - path + 1) : 0;
+
+	if (!*path || (slash && !slash[1]))
+		return -EINVAL; /* no name to replace */
+	if (fx_asprintf(out, "%.*s.fstx-tmp-%u", dlen, path, ++tx->ntmp) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+/* The mode of the file path names now (symlinks followed beneath the
+ * domain), 0644 if there is none. */
+static int mode_now(fstx_domain *d, const char *path, mode_t *mode)
+{
+	struct stat st;
+	int fd = fx_os.openat2(d->root, path, O_PATH | O_CLOEXEC, 0, RESOLVE_BENEATH);
+	int r;
+
+	*mode = 0644;
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	r = fx_os.fstat(fd, &st);
+	fx_os.close(fd);
+	if (r == 0 && S_ISREG(st.st_mode))
+		*mode = st.st_mode & 07777;
+	return r;
+}
+
+static int replace_file(fstx_tx *tx, const char *path, const void *data,
+			size_t len, mode_t mode)
+{
+	char *tmp = NULL;
+	int r;
+
+	if (!tx || !path || (!data && len))
+		return -EINVAL;
+	if (mode == (mode_t)-1 && (r = mode_now(tx->d, path, &mode)) < 0)
+		return r;
+	if ((r = tmp_beside(tx, path, &tmp)) < 0)
+		return r;
+	r = write_file(tx, tmp, data, len, mode, 1);
+	if (r == 0)
+		r = add_paths_done(tx, FSTX_OP_RENAME, tmp, path, -1, 0);
+	free(tmp);
+	return r;
+}
+
+int fstx_tx_replace(fstx_tx *tx, const char *path, const void *data, size_t len,
+		    mode_t mode)
+{
+	return POISON(tx, replace_file(tx, path, data, len, mode), path, NULL);
+}
+
+static int symlink_over(fstx_tx *tx, const char *target, const char *linkpath)
+{
+	char *tmp = NULL;
+	int r;
+
+	if (!tx || !target || !linkpath)
+		return -EINVAL;
+	if ((r = tmp_beside(tx, linkpath, &tmp)) < 0)
+		return r;
+	r = add_paths_done(tx, FSTX_OP_SYMLINK, target, tmp, -1, 0);
+	if (r == 0)
+		r = add_paths_done(tx, FSTX_OP_RENAME, tmp, linkpath, -1, 0);
+	free(tmp);
+	return r;
+}
+
+int fstx_tx_symlink_replace(fstx_tx *tx, const char *target, const char *linkpath)
+{
+	return POISON(tx, symlink_over(tx, target, linkpath), target, linkpath);
+}
+
+/*
+ * The file open at fd (outside the domain) read to its end as dst: one
+ * pwrite op per COPY_CHUNK bytes, each a copy the transaction owns.
+ */
+static int copy_fd(fstx_tx *tx, int fd, const char *dst, mode_t mode, int excl)
+{
+	uint64_t off = 0;
+	char *buf;
+	int wfd, r = 0;
+
+	wfd = tx_open(tx, dst, O_WRONLY | O_CREAT | (excl ? O_EXCL : O_TRUNC), mode);
+	if (wfd < 0)
+		return wfd;
+	if (!(buf = fx_malloc(COPY_CHUNK)))
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n = fx_os.read(fd, buf, COPY_CHUNK);
+
+		if (n <= 0) {
+			r = (int)n;
+			break;
+		}
+		if (off + (uint64_t)n > FSTX_MAX_COPY) {
+			r = -EFBIG;
+			break;
+		}
+		if ((r = tx_pwrite(tx, wfd, buf, (size_t)n, (off_t)off, 1)) < 0)
+			break;
+		off += (uint64_t)n;
+	}
+	free(buf);
+	return r < 0 ? r : tx_close(tx, wfd);
+}
+
+/* A regular file, opened (not following a last symlink if nofollow). */
+static int open_regular(int dirfd, const char *name, int nofollow, mode_t *mode)
+{
+	struct stat st;
+	int fd = fx_os.openat2(dirfd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK |
+			       (nofollow ? O_NOFOLLOW : 0), 0, 0);
+	int r;
+
+	if (fd < 0)
+		return fd == -ELOOP && nofollow ? -EINVAL : fd;
+	r = fx_os.fstat(fd, &st);
+	if (r == 0 && !S_ISREG(st.st_mode))
+		r = -EINVAL; /* a device, fifo, socket or directory */
+	if (r == 0 && (uint64_t)st.st_size > FSTX_MAX_COPY)
+		r = -EFBIG;
+	if (r < 0) {
+		fx_os.close(fd);
+		return r;
+	}
+	*mode = st.st_mode & 07777;
+	return fd;
+}
+
+static int copy_in(fstx_tx *tx, const char *src, const char *dst)
+{
+	mode_t mode;
+	int fd, r;
+
+	if (!tx || !src || !dst)
+		return -EINVAL;
+	if ((fd = open_regular(AT_FDCWD, src, 0, &mode)) < 0)
+		return fd;
+	r = copy_fd(tx, fd, dst, mode, 0);
+	fx_os.close(fd);
+	return r;
+}
+
+int fstx_tx_copy_in(fstx_tx *tx, const char *src, const char *dst)
+{
+	return POISON(tx, copy_in(tx, src, dst), src, dst);
+}
+
+struct import { fstx_tx *tx; const char *dst; };
+
+static int import_dir(fstx_tx *tx, int fd, const char *dst);
+
+/* One entry of a source directory (dirfd, name) as dst/name. */
+static int import_entry(int dirfd, const char *name, void *arg)
+{
+	const struct import *im = arg;
+	char *to, *target;
+	struct stat st;
+	mode_t mode;
+	ssize_t n;
+	int fd, r;
+
+	if ((r = fx_os.fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
+		return r;
+	if (fx_asprintf(&to, "%s/%s", im->dst, name) < 0)
+		return -ENOMEM;
+	if (S_ISDIR(st.st_mode)) {
+		r = add_paths_done(im->tx, BTRFS_IOC_UT_OP_MKDIR, to, NULL,
+				   st.st_mode & 07777, 0);
+		fd = r < 0 ? r : fx_os.openat2(dirfd, name, O_RDONLY | O_DIRECTORY |
+					       O_NOFOLLOW | O_CLOEXEC, 0, 0);
+		r = fd < 0 ? fd : import_dir(im->tx, fd, to);
+		if (fd >= 0)
+			fx_os.close(fd);
+	} else if (S_ISREG(st.st_mode)) {
+		r = fd = open_regular(dirfd, name, 1, &mode);
+		if (fd >= 0) {
+			r = copy_fd(im->tx, fd, to, mode, 1);
+			fx_os.close(fd);
+		}
+	} else if (S_ISLNK(st.st_mode)) { /* copied as a link, never followed */
+		r = -ENOMEM; /* on the heap: a deep tree recurses */
+		if ((target = fx_malloc(PATH_MAX))) {
+			n = fx_os.readlinkat(dirfd, name, target, PATH_MAX);
+			r = n < 0 ? (int)n : n >= PATH_MAX ? -ENAMETOOLONG : 0;
+			if (r == 0) {
+				target[n] = 0;
+				r = add_paths_done(im->tx, FSTX_OP_SYMLINK, target, to,
+						   -1, 0);
+			}
+			free(target);
+		}
+	} else {
+		r = -EINVAL; /* special files are refused */
+	}
+	free(to);
+	return r;
+}
+
+static int import_dir(fstx_tx *tx, int fd, const char *dst)
+{
+	struct import im = { tx, dst };
+
+	return fx_dir_each(fd, import_entry, &im);
+}
+
+static int import_tree(fstx_tx *tx, const char *srcdir, const char *dstdir)
+{
+	struct stat st;
+	int fd, r;
+
+	if (!tx || !srcdir || !dstdir)
+		return -EINVAL;
+	fd = fx_os.openat2(AT_FDCWD, srcdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, 0);
+	if (fd < 0)
+		return fd;
+	r = fx_os.fstat(fd, &st);
+	if (r == 0)
+		r = add_paths_done(tx, BTRFS_IOC_UT_OP_MKDIR, dstdir, NULL,
+				   st.st_mode & 07777, 0);
+	if (r == 0)
+		r = import_dir(tx, fd, dstdir);
+	fx_os.close(fd);
+	return r;
+}
+
+int fstx_tx_import(fstx_tx *tx, const char *srcdir, const char *dstdir)
+{
+	return POISON(tx, import_tree(tx, srcdir, dstdir), srcdir, dstdir);
+}
+
+const char *fstx_tx_strerror(const fstx_tx *tx)
+{
+	if (!tx)
+		return "";
+	if (tx->errmsg)
+		return tx->errmsg;
+	return tx->poisoned ? strerror(-tx->poisoned) : "";
 }
 
 size_t fstx_tx_num_ops(const fstx_tx *tx)
@@ -530,3 +969,104 @@ const char *fstx_op_name(uint64_t op)
 
 	return op <= FSTX_OP_MAX ? names[op] : "?";
 }
+
+const char *fstx_version(void)
+{
+	return FSTX_VERSION_STRING;
+}
+
+#define ARG(op, i) ((const char *)(intptr_t)(op)->args[i])
+
+/* The path the open op of fd index fd before op i named, or "?". */
+static const char *fd_path(const struct btrfs_ioctl_usertrans_op *ops, size_t i,
+			   int64_t fd)
+{
+	while (i-- > 0)
+		if (ops[i].op == BTRFS_IOC_UT_OP_OPEN && ops[i].args[3] == fd)
+			return ARG(&ops[i], 0);
+	return "?";
+}
+
+void fx_describe_op(const struct btrfs_ioctl_usertrans_op *ops, size_t i,
+		    char *buf, size_t n)
+{
+	const struct btrfs_ioctl_usertrans_op *op = &ops[i];
+	const char *name = fstx_op_name(op->op);
+
+	switch (op->op) {
+	case BTRFS_IOC_UT_OP_CLOSE:
+	case BTRFS_IOC_UT_OP_PWRITE:
+		snprintf(buf, n, "%s fd %lld (\"%s\")", name, (long long)op->args[0],
+			 fd_path(ops, i, op->args[0]));
+		break;
+	case BTRFS_IOC_UT_OP_CLONERANGE:
+		snprintf(buf, n, "%s into fd %lld (\"%s\") from fd %lld (\"%s\")", name,
+			 (long long)op->args[0], fd_path(ops, i, op->args[0]),
+			 (long long)op->args[1], fd_path(ops, i, op->args[1]));
+		break;
+	case BTRFS_IOC_UT_OP_LINK:
+	case FSTX_OP_RENAME:
+		snprintf(buf, n, "%s \"%s\" to \"%s\"", name, ARG(op, 0), ARG(op, 1));
+		break;
+	case FSTX_OP_SYMLINK:
+		snprintf(buf, n, "%s \"%s\" (to \"%s\")", name, ARG(op, 1), ARG(op, 0));
+		break;
+	case BTRFS_IOC_UT_OP_SETXATTR:
+	case BTRFS_IOC_UT_OP_REMOVEXATTR:
+	case FSTX_OP_ASSERT_XATTR:
+		snprintf(buf, n, "%s \"%s\" %s", name, ARG(op, 0), ARG(op, 1));
+		break;
+	default:
+		snprintf(buf, n, "%s \"%s\"", name, op->args[0] ? ARG(op, 0) : "?");
+	}
+}
+
+const char *fx_op_reason(const struct btrfs_ioctl_usertrans_op *op, long e)
+{
+	if (e == -ECANCELED && fx_op_is_assert(op->op))
+		return "assertion does not hold";
+	switch (-e) {
+	case EXDEV:
+		return "the path leaves the domain, or the file is also linked from outside it";
+	case ESTALE:
+		return "changed by another process while the transaction ran";
+	case ECANCELED:
+		return "result failed its condition";
+	}
+	return strerror((int)-e);
+}
+
+/* The first version of struct fstx_status_ex ends with wal_bytes. */
+#define STATUS_EX_V1 (offsetof(struct fstx_status_ex, wal_bytes) + \
+		      sizeof(((struct fstx_status_ex *)0)->wal_bytes))
+
+int fstx_status_ex(fstx_domain *d, struct fstx_status_ex *st)
+{
+	struct fstx_status_ex ex;
+	struct fstx_status s;
+	uint32_t size;
+	int r;
+
+	if (!d || !st || st->size < STATUS_EX_V1)
+		return -EINVAL;
+	size = st->size < sizeof(ex) ? st->size : (uint32_t)sizeof(ex);
+	if ((r = fstx_status(d, &s)) < 0)
+		return r;
+	memset(&ex, 0, sizeof(ex));
+	ex.size = size;
+	ex.hot = s.hot;
+	ex.wedged = s.wedged;
+	ex.journal_bytes = s.journal_bytes;
+	ex.reflink = s.reflink;
+	ex.xattr_user = s.xattr_user;
+	ex.block_size = s.block_size;
+	memcpy(ex.fs_type, s.fs_type, sizeof(ex.fs_type));
+	ex.dir_fsync = s.dir_fsync;
+	if ((r = fx_wal_peek(d, &ex.wal_bytes)) < 0)
+		return r;
+	ex.latched = d->latched;
+	ex.unsynced = d->nosync_wrote || d->lazy_wrote;
+	memcpy(st, &ex, size);
+	return 0;
+}
+

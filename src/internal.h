@@ -127,6 +127,11 @@ struct fx_step {
 	uint32_t mode;
 	uint32_t op;      /* index of the op that needs it */
 	char *src, *dst, *aux;
+	/* MOVE: the inode it moves (journal.c rule 5a); 0 unknown.  newid:
+	 * the planner's new object it moves or creates, resolved to ino once
+	 * trans.c has made the new objects in staging (0: none) */
+	uint64_t ino;
+	int newid;
 };
 
 /* Before-image of one object of the initial tree. */
@@ -219,9 +224,30 @@ struct fstx_tx {
 	int committed;
 	int interactive;     /* made by fstx_begin() (itx.c) */
 	uint64_t deadline;   /* interactive: CLOCK_MONOTONIC ns of the lease's end */
+	int poisoned;        /* -errno of the first failed builder call, or 0 */
+	unsigned ntmp;       /* temporary names made by the task builders */
+	char *errmsg;        /* fstx_tx_strerror(): why it failed, or NULL */
 };
 
 int64_t fx_tx_keep(fstx_tx *tx, const void *p, size_t n);
+/*
+ * A failed builder call poisons tx (the first error sticks, with what
+ * call and args say about it); returns r.  fstx_tx_commit() then returns
+ * that error and changes nothing.
+ */
+int fx_tx_poison(fstx_tx *tx, int r, const char *call, const char *a,
+		 const char *b);
+/*
+ * Op i of ops[0..i] as a person wrote it, with every name it involves
+ * (both paths of link and rename, the file behind an fd, the xattr name):
+ * `unlink "a"`, `pwrite fd 0 ("obj/new")`.  The CLI says it the same way.
+ */
+void fx_describe_op(const struct btrfs_ioctl_usertrans_op *ops, size_t i,
+		    char *buf, size_t n);
+/* Why an op failed with e (-errno), in words; strerror where it says it well. */
+const char *fx_op_reason(const struct btrfs_ioctl_usertrans_op *op, long e);
+/* "ENOENT" for -ENOENT (or ENOENT); "E?" if unknown. */
+const char *fx_errname(long e);
 
 /* ---- trans.c ---- */
 struct btrfs_ioctl_usertrans;
@@ -250,13 +276,29 @@ struct fx_txt {
 	uint64_t flags, data_bytes, metadata_ops, num_fds;
 	void **bufs;       /* allocations the ops point into */
 	size_t nbufs, cbufs;
-	unsigned errline;
-	char err[512];
+	/* Set by the caller before parsing (parsing keeps it): the text
+	 * itself came from standard input, so "@-" data is refused. */
+	int stdin_taken;
+	int stdin_used;    /* "@-" was read (once per text) */
+	unsigned ntask;    /* task ops so far: numbers their temporary names */
+	/* A parse error: where (1-based line and column, in characters) and
+	 * "NAME:LINE:COL: error: MESSAGE", then the source line, a caret
+	 * under the column and maybe a "hint:" line.  The first line alone
+	 * is a complete message. */
+	unsigned errline, errcol;
+	char err[2048];
 };
 /* fd read to its end into *out (freed with free(3)), *len bytes: 0 or -errno. */
 int fx_txt_read(int fd, char **out, size_t *len);
-/* Parse text; @FILE data is read relative to basedir.  0 or -errno. */
+/* Parse text; @FILE data and copy-in/import sources are read relative to
+ * basedir; name names the text in messages (NULL: "<input>").  Keeps
+ * t->stdin_taken, clears the rest.  0 or -errno (-EINVAL: see t->err). */
+int fx_txt_parse_named(const char *text, size_t len, int basedir,
+		       const char *name, struct fx_txt *t);
+/* fx_txt_parse_named() with name NULL; t->stdin_taken is cleared. */
 int fx_txt_parse(const char *text, size_t len, int basedir, struct fx_txt *t);
+/* Most bytes "@-" or a @FILE that is a pipe may give (64 MiB; tests lower it). */
+extern size_t fx_txt_stream_max;
 void fx_txt_free(struct fx_txt *t);
 /* The parsed transaction as a seed-ABI vector (ops_completed 0). */
 void fx_txt_ut(const struct fx_txt *t, struct btrfs_ioctl_usertrans *ut);

@@ -282,10 +282,14 @@ static int remember(fstx_tx *tx, struct seen *seen)
 		goto out;
 	if (seen->kind == K_NONE)
 		r = fstx_tx_assert_absent(tx, seen->ipath);
-	else if (seen->kind == K_FILE) {
+	else if (seen->kind == K_FILE && (tx->flags & FSTX_UT_COPY))
+		r = fstx_tx_assert_data(tx, seen->ipath, seen->base, seen->blen);
+	else if (seen->kind == K_FILE) { /* a copy the tx owns */
 		int64_t keep = fx_tx_keep(tx, seen->base, seen->blen);
 
-		r = keep < 0 ? -ENOMEM :
+		/* a compare op missing would let the commit lose isolation:
+		 * a failure poisons the transaction like any builder call */
+		r = keep < 0 ? fx_tx_poison(tx, -ENOMEM, "fstx_read", seen->ipath, NULL) :
 		    fstx_tx_assert_data(tx, seen->ipath,
 					(const void *)(intptr_t)keep, seen->blen);
 	} else

@@ -730,10 +730,18 @@ static void fd_slots(void **state)
 	assert_int_equal(fstx_tx_new(d, &tx), 0);
 	for (int i = 0; i < FSTX_MAX_FDS; i++)
 		assert_int_equal(fstx_tx_open(tx, "f1", O_RDONLY, 0), i);
-	assert_int_equal(fstx_tx_open(tx, "f1", O_RDONLY, 0), -EMFILE);
 	assert_int_equal(fstx_tx_close(tx, 7), 0);
 	assert_int_equal(fstx_tx_open(tx, "f2", O_RDONLY, 0), 7);
 	assert_int_equal(fstx_tx_commit(tx), 0);
+	fstx_tx_free(tx);
+	/* one more is refused, and poisons the transaction */
+	assert_int_equal(fstx_tx_new(d, &tx), 0);
+	for (int i = 0; i < FSTX_MAX_FDS; i++)
+		assert_int_equal(fstx_tx_open(tx, "f1", O_RDONLY, 0), i);
+	assert_int_equal(fstx_tx_open(tx, "f1", O_RDONLY, 0), -EMFILE);
+	assert_int_equal(fstx_tx_close(tx, 7), 0);
+	assert_int_equal(fstx_tx_open(tx, "f2", O_RDONLY, 0), 7);
+	assert_int_equal(fstx_tx_commit(tx), -EMFILE);
 	fstx_tx_free(tx);
 	fstx_domain_close(d);
 	t_rmtree(dir);
@@ -822,7 +830,8 @@ static void assertions(void **state)
 /*
  * Every public entry refuses a NULL handle or argument, and the builder a
  * bad one, with -EINVAL, before it changes anything; the free and close
- * functions take NULL.  A refused op is not added.
+ * functions take NULL.  A refused op is not added, and its transaction
+ * is poisoned: its commit fails with that error, changing nothing.
  */
 static void bad_arguments(void **state)
 {
@@ -870,13 +879,39 @@ static void bad_arguments(void **state)
 	assert_int_equal(fstx_domain_open(d, &dom), 0);
 	assert_int_equal(fstx_status(dom, NULL), -EINVAL);
 	assert_int_equal(fstx_tx_new(dom, NULL), -EINVAL);
+	/* each refused call poisons its transaction: the commit fails */
+	for (int k = 0; k < 6; k++) {
+		assert_int_equal(fstx_tx_new(dom, &tx), 0);
+		switch (k) {
+		case 5: /* a negative size was reported as -ENOMEM */
+			assert_int_equal(fstx_tx_truncate(tx, "a", -5), -EINVAL);
+			break;
+		case 0:
+			assert_int_equal(fstx_tx_expect(tx, BTRFS_IOC_UT_OP_FLAG_FAIL_ON_NE, 0),
+					 -EINVAL);
+			break;
+		case 1:
+			assert_int_equal(fstx_tx_unlink(tx, NULL), -EINVAL);
+			break;
+		case 2:
+			assert_int_equal(fstx_tx_link(tx, "a", NULL), -EINVAL);
+			break;
+		case 3:
+			assert_int_equal(fstx_tx_setxattr(tx, "a", "user.v", big, sizeof(big), 0),
+					 -EINVAL);
+			break;
+		default:
+			assert_int_equal(fstx_tx_set_flags(tx, FSTX_UT_LAZY | FSTX_UT_NOSYNC),
+					 -EINVAL);
+		}
+		assert_int_equal(fstx_tx_num_ops(tx), 0);
+		assert_int_equal(fstx_tx_unlink(tx, "old"), 0);
+		assert_int_equal(fstx_tx_commit(tx), -EINVAL);
+		assert_int_equal(fstx_tx_failed_op(tx), -1);
+		assert_string_not_equal(fstx_tx_strerror(tx), "");
+		fstx_tx_free(tx);
+	}
 	assert_int_equal(fstx_tx_new(dom, &tx), 0);
-	assert_int_equal(fstx_tx_expect(tx, BTRFS_IOC_UT_OP_FLAG_FAIL_ON_NE, 0), -EINVAL);
-	assert_int_equal(fstx_tx_unlink(tx, NULL), -EINVAL);
-	assert_int_equal(fstx_tx_link(tx, "a", NULL), -EINVAL);
-	assert_int_equal(fstx_tx_setxattr(tx, "a", "user.v", big, sizeof(big), 0), -EINVAL);
-	assert_int_equal(fstx_tx_set_flags(tx, FSTX_UT_LAZY | FSTX_UT_NOSYNC), -EINVAL);
-	assert_int_equal(fstx_tx_num_ops(tx), 0);
 	assert_int_equal(fstx_tx_unlink(tx, "old"), 0);
 	assert_int_equal(fstx_tx_commit(tx), 0);
 	assert_int_equal(fstx_tx_result(tx, 0), 0);
@@ -894,6 +929,645 @@ static void bad_arguments(void **state)
 	free(d);
 }
 
+/*
+ * Issue 26's three footguns of the ergonomic API.  Each transaction has
+ * an op that fails (or a builder call that failed): the commit must fail
+ * and the tree stay as it was.
+ */
+struct fg { char *dir, *before; fstx_domain *d; };
+
+static void fg_open(struct fg *f)
+{
+	f->dir = t_mkdomain();
+	t_populate(f->dir);
+	f->before = t_snapshot(f->dir);
+	assert_int_equal(fstx_domain_open(f->dir, &f->d), 0);
+}
+
+/* The tree is as it was before. */
+static void fg_same(const struct fg *f)
+{
+	char *now = t_snapshot(f->dir);
+
+	assert_string_equal(now, f->before);
+	free(now);
+}
+
+static void fg_close(struct fg *f)
+{
+	fstx_domain_close(f->d);
+	free(f->before);
+	t_rmtree(f->dir);
+	free(f->dir);
+}
+
+static void footgun_set_flags(void **state)
+{
+	struct fg f;
+	fstx_tx *tx;
+	int fd;
+
+	(void)state;
+	fg_open(&f);
+	/* 1: fstx_tx_set_flags(WAL) does not drop strictness */
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "a"), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "no-such-file"), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "b"), 0);
+	assert_int_equal(fstx_tx_set_flags(tx, FSTX_UT_WAL), 0);
+	assert_int_equal(fstx_tx_commit(tx), -ENOENT);
+	assert_int_equal(fstx_tx_failed_op(tx), 1);
+	fstx_tx_free(tx);
+	fg_same(&f);
+	/* nor do flags 0, nor a short pwrite pass (O_RDONLY: -EBADF) */
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "a"), 0);
+	fd = fstx_tx_open(tx, "b", O_RDONLY, 0);
+	assert_int_equal(fstx_tx_pwrite(tx, fd, "x", 1, 0), 0);
+	assert_int_equal(fstx_tx_set_flags(tx, 0), 0);
+	assert_int_equal(fstx_tx_commit(tx), -EBADF);
+	assert_int_equal(fstx_tx_failed_op(tx), 2);
+	fstx_tx_free(tx);
+	fg_same(&f);
+	fg_close(&f);
+}
+
+static void footgun_expect(void **state)
+{
+	struct fg f;
+	fstx_tx *tx;
+
+	(void)state;
+	fg_open(&f);
+	/* 2: expect() on one op leaves the others strict */
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "a"), 0);
+	assert_int_equal(fstx_tx_expect(tx, BTRFS_IOC_UT_OP_FLAG_FAIL_ON_LT, 0), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "missing"), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "b"), 0);
+	assert_int_equal(fstx_tx_commit(tx), -ENOENT);
+	assert_int_equal(fstx_tx_failed_op(tx), 1);
+	fstx_tx_free(tx);
+	fg_same(&f);
+	/* but that op's own condition replaces its strictness */
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "missing"), 0);
+	assert_int_equal(fstx_tx_expect(tx, 0, 0), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "missing2"), 0);
+	assert_int_equal(fstx_tx_commit(tx), -ENOENT);
+	assert_int_equal(fstx_tx_failed_op(tx), 1);
+	fstx_tx_free(tx);
+	fg_close(&f);
+}
+
+static void footgun_poison(void **state)
+{
+	static char big[70000];
+	struct fg f;
+	fstx_tx *tx;
+	int fd;
+
+	(void)state;
+	fg_open(&f);
+	/* 3: a failed builder call poisons the transaction */
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	fd = fstx_tx_open(tx, "obj.new", O_WRONLY | O_CREAT | O_EXCL, 0644);
+	assert_int_equal(fstx_tx_pwrite(tx, fd, "payload", 7, 0), 0);
+	assert_int_equal(fstx_tx_close(tx, fd), 0);
+	assert_int_equal(fstx_tx_setxattr(tx, "obj.new", "user.sum", big, sizeof(big), 0),
+			 -EINVAL);
+	assert_int_equal(fstx_tx_rename(tx, "obj.new", "a", 0), 0);
+	assert_int_equal(fstx_tx_commit(tx), -EINVAL);
+	fstx_tx_free(tx);
+	fg_same(&f);
+	fg_close(&f);
+}
+
+static void version(void **state)
+{
+	char want[32];
+
+	(void)state;
+	snprintf(want, sizeof(want), "%d.%d.%d", FSTX_VERSION_MAJOR, FSTX_VERSION_MINOR,
+		 FSTX_VERSION_PATCH);
+	assert_string_equal(fstx_version(), want);
+	assert_string_equal(fstx_version(), FSTX_VERSION_STRING);
+}
+
+/* fstx_tx_strerror(): the failed op as written, and why; "" if none. */
+static void tx_strerror(void **state)
+{
+	struct fg f;
+	fstx_tx *tx;
+	int fd;
+
+	(void)state;
+	fg_open(&f);
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	assert_string_equal(fstx_tx_strerror(tx), "");
+	assert_int_equal(fstx_tx_unlink(tx, "a"), 0);
+	assert_int_equal(fstx_tx_mkdir(tx, "m", 0755), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "no-such-file"), 0);
+	assert_int_equal(fstx_tx_commit(tx), -ENOENT);
+	assert_string_equal(fstx_tx_strerror(tx),
+			    "op 2 (unlink \"no-such-file\"): No such file or directory (ENOENT)");
+	fstx_tx_free(tx);
+
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	fd = fstx_tx_open(tx, "b", O_RDONLY, 0);
+	assert_int_equal(fstx_tx_pwrite(tx, fd, "x", 1, 0), 0);
+	assert_int_equal(fstx_tx_commit(tx), -EBADF);
+	assert_string_equal(fstx_tx_strerror(tx),
+			    "op 1 (pwrite fd 0 (\"b\")): Bad file descriptor (EBADF)");
+	fstx_tx_free(tx);
+
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	assert_int_equal(fstx_tx_rename(tx, "a", "zz", 0), 0);
+	assert_int_equal(fstx_tx_assert_absent(tx, "b"), 0);
+	assert_int_equal(fstx_tx_commit(tx), -ECANCELED);
+	assert_string_equal(fstx_tx_strerror(tx),
+			    "op 1 (assert-absent \"b\"): assertion does not hold (ECANCELED)");
+	fstx_tx_free(tx);
+
+	/* an op the engine refuses before running anything: why */
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "a"), 0);
+	assert_int_equal(fstx_tx_pwrite(tx, 5, "x", 1, 0), 0);
+	assert_int_equal(fstx_tx_commit(tx), -EINVAL);
+	assert_string_equal(fstx_tx_strerror(tx), "op 1 (pwrite fd 5 (\"?\")): "
+			    "fd index outside the fd table (EINVAL)");
+	fstx_tx_free(tx);
+
+	/* a poisoned transaction names the call */
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	assert_int_equal(fstx_tx_setxattr(tx, "a", "user.sum", "v", FSTX_MAX_XATTR + 1, 0),
+			 -EINVAL);
+	assert_int_equal(fstx_tx_commit(tx), -EINVAL);
+	assert_non_null(strstr(fstx_tx_strerror(tx), "fstx_tx_setxattr(\"a\", \"user.sum\")"));
+	assert_non_null(strstr(fstx_tx_strerror(tx), "(EINVAL)"));
+	fstx_tx_free(tx);
+
+	/* a committed one says nothing */
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "old"), 0);
+	assert_int_equal(fstx_tx_commit(tx), 0);
+	assert_string_equal(fstx_tx_strerror(tx), "");
+	fstx_tx_free(tx);
+	assert_string_equal(fstx_tx_strerror(NULL), "");
+	fg_close(&f);
+}
+
+/* fstx_status_ex(): everything fstx_status() says, the log, and a size. */
+static void status_ex(void **state)
+{
+	struct fstx_status_ex ex;
+	struct fstx_status st;
+	unsigned char raw[sizeof(ex) + 16];
+	size_t v1 = offsetof(struct fstx_status_ex, latched);
+	uint64_t wal;
+	struct fg f;
+	fstx_tx *tx;
+	int fd;
+
+	(void)state;
+	fg_open(&f);
+	/* a write-ahead transaction leaves a record in the log */
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	fd = fstx_tx_open(tx, "a", O_RDWR, 0);
+	assert_int_equal(fstx_tx_pwrite(tx, fd, "ALPHA", 5, 0), 0);
+	assert_int_equal(fstx_tx_set_flags(tx, FSTX_UT_WAL), 0);
+	assert_int_equal(fstx_tx_commit(tx), 0);
+	fstx_tx_free(tx);
+
+	memset(&ex, 0, sizeof(ex));
+	ex.size = 4;
+	assert_int_equal(fstx_status_ex(f.d, &ex), -EINVAL);
+	ex.size = (uint32_t)v1 - 1;
+	assert_int_equal(fstx_status_ex(f.d, &ex), -EINVAL);
+	assert_int_equal(fstx_status_ex(NULL, &ex), -EINVAL);
+	assert_int_equal(fstx_status_ex(f.d, NULL), -EINVAL);
+
+	ex.size = sizeof(ex);
+	assert_int_equal(fstx_status_ex(f.d, &ex), 0);
+	assert_int_equal(fstx_status(f.d, &st), 0);
+	assert_int_equal(ex.size, sizeof(ex));
+	assert_int_equal(ex.hot, st.hot);
+	assert_int_equal(ex.wedged, st.wedged);
+	assert_int_equal(ex.reflink, st.reflink);
+	assert_int_equal(ex.xattr_user, st.xattr_user);
+	assert_int_equal(ex.dir_fsync, st.dir_fsync);
+	assert_int_equal(ex.block_size, st.block_size);
+	assert_string_equal(ex.fs_type, st.fs_type);
+	assert_int_equal(ex.journal_bytes, st.journal_bytes);
+	assert_int_equal(fx_wal_peek(f.d, &wal), 0);
+	assert_int_equal(ex.wal_bytes, wal);
+	assert_true(ex.wal_bytes > 0);
+	assert_int_equal(ex.latched, 0);
+
+	/* an older caller's shorter struct: nothing written past its size */
+	memset(raw, 0xa5, sizeof(raw));
+	((struct fstx_status_ex *)(void *)raw)->size = (uint32_t)v1;
+	assert_int_equal(fstx_status_ex(f.d, (struct fstx_status_ex *)(void *)raw), 0);
+	assert_int_equal(((struct fstx_status_ex *)(void *)raw)->size, v1);
+	assert_int_equal(((struct fstx_status_ex *)(void *)raw)->wal_bytes, wal);
+	for (size_t i = v1; i < sizeof(raw); i++)
+		assert_int_equal(raw[i], 0xa5);
+	/* a newer caller's longer one: filled up to what the library knows */
+	((struct fstx_status_ex *)(void *)raw)->size = (uint32_t)sizeof(raw);
+	assert_int_equal(fstx_status_ex(f.d, (struct fstx_status_ex *)(void *)raw), 0);
+	assert_int_equal(((struct fstx_status_ex *)(void *)raw)->size, sizeof(ex));
+	for (size_t i = sizeof(ex); i < sizeof(raw); i++)
+		assert_int_equal(raw[i], 0xa5);
+	fg_close(&f);
+}
+
+/*
+ * FSTX_UT_COPY: buffers are copied at the call, so the caller may reuse
+ * them at once; without it the op points to the caller's buffer.
+ */
+static void copy_mode(void **state)
+{
+	char *data = strdup("original"), *val = strdup("v-orig"), *exp = strdup("alpha\n");
+	char *got, xv[16];
+	struct fg f;
+	fstx_tx *tx;
+	size_t len;
+	ssize_t n;
+	int fd;
+
+	(void)state;
+	fg_open(&f);
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	assert_int_equal(fstx_tx_set_flags(tx, FSTX_UT_COPY), 0);
+	assert_int_equal(fstx_tx_assert_data(tx, "a", exp, 6), 0);
+	fd = fstx_tx_open(tx, "n", O_WRONLY | O_CREAT | O_EXCL, 0644);
+	assert_int_equal(fstx_tx_pwrite(tx, fd, data, 8, 0), 0);
+	assert_int_equal(fstx_tx_close(tx, fd), 0);
+	assert_int_equal(fstx_tx_setxattr(tx, "n", "user.v", val, 6, 0), 0);
+	memset(data, 'X', 8);
+	memset(val, 'Y', 6);
+	memset(exp, 'Z', 6);
+	assert_int_equal(fstx_tx_commit(tx), 0);
+	fstx_tx_free(tx);
+	got = t_read(f.dir, "n", &len);
+	assert_int_equal(len, 8);
+	assert_memory_equal(got, "original", 8);
+	free(got);
+	{
+		char *p;
+
+		assert_true(asprintf(&p, "%s/n", f.dir) > 0);
+		n = getxattr(p, "user.v", xv, sizeof(xv));
+		free(p);
+	}
+	assert_int_equal(n, 6);
+	assert_memory_equal(xv, "v-orig", 6);
+
+	/* without it: zero-copy, the bytes at commit time are written */
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	strcpy(data, "original");
+	fd = fstx_tx_open(tx, "n", O_WRONLY, 0);
+	assert_int_equal(fstx_tx_pwrite(tx, fd, data, 8, 0), 0);
+	memcpy(data, "CHANGED!", 8);
+	assert_int_equal(fstx_tx_commit(tx), 0);
+	fstx_tx_free(tx);
+	got = t_read(f.dir, "n", &len);
+	assert_memory_equal(got, "CHANGED!", 8);
+	free(got);
+
+	/* an interactive transaction's reads still guard its commit */
+	{
+		fstx_tx *w;
+		char buf[16];
+
+		assert_int_equal(fstx_begin(f.d, 0, &tx), 0);
+		assert_int_equal(fstx_tx_set_flags(tx, FSTX_UT_COPY), 0);
+		assert_int_equal(fstx_read(tx, "n", buf, sizeof(buf), 0), 8);
+		assert_int_equal(fstx_tx_write(tx, "m", buf, 8, 0644), 0);
+		assert_int_equal(fstx_tx_new(f.d, &w), 0);
+		assert_int_equal(fstx_tx_write(w, "n", "other", 5, 0644), 0);
+		assert_int_equal(fstx_tx_commit(w), 0);
+		fstx_tx_free(w);
+		assert_int_equal(fstx_commit(tx), -ECANCELED);
+		fstx_tx_free(tx);
+		assert_null(t_read(f.dir, "m", NULL));
+	}
+	free(data);
+	free(val);
+	free(exp);
+	fg_close(&f);
+}
+
+/* ---- the task-level builders ------------------------------------------ */
+
+static void put(const char *path, const char *data, size_t len, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, len), (ssize_t)len);
+	assert_int_equal(fchmod(fd, mode), 0);
+	close(fd);
+}
+
+/* A tree outside any domain: files, an empty file, dirs, symlinks. */
+static char *outside_tree(char **big, size_t *biglen)
+{
+	char *o = t_mkdomain(), *p;
+
+	*biglen = (3u << 20) + 123; /* more than one copy chunk */
+	*big = malloc(*biglen);
+	for (size_t i = 0; i < *biglen; i++)
+		(*big)[i] = (char)(i * 7 + i / 4096);
+	assert_true(asprintf(&p, "%s/src", o) > 0);
+	mkdir(p, 0750);
+	free(p);
+	assert_true(asprintf(&p, "%s/src/index.html", o) > 0);
+	put(p, "<h1>hi</h1>\n", 12, 0644);
+	free(p);
+	assert_true(asprintf(&p, "%s/src/empty", o) > 0);
+	put(p, "", 0, 0600);
+	free(p);
+	assert_true(asprintf(&p, "%s/src/sub", o) > 0);
+	mkdir(p, 0700);
+	free(p);
+	assert_true(asprintf(&p, "%s/src/sub/deep", o) > 0);
+	mkdir(p, 0755);
+	free(p);
+	assert_true(asprintf(&p, "%s/src/sub/big.bin", o) > 0);
+	put(p, *big, *biglen, 0640);
+	free(p);
+	assert_true(asprintf(&p, "%s/src/sub/up", o) > 0);
+	assert_int_equal(symlink("../../../etc/passwd", p), 0); /* never followed */
+	free(p);
+	assert_true(asprintf(&p, "%s/src/link", o) > 0);
+	assert_int_equal(symlink("index.html", p), 0);
+	free(p);
+	assert_true(asprintf(&p, "%s/one", o) > 0);
+	put(p, "copied in\n", 10, 0604);
+	free(p);
+	return o;
+}
+
+static void hand_write(fstx_tx *tx, const char *path, const void *data, size_t len,
+		       int flags, mode_t mode)
+{
+	int fd = fstx_tx_open(tx, path, O_WRONLY | O_CREAT | flags, mode);
+
+	assert_true(fd >= 0);
+	if (len)
+		assert_int_equal(fstx_tx_pwrite(tx, fd, data, len, 0), 0);
+	assert_int_equal(fstx_tx_close(tx, fd), 0);
+}
+
+/* The task builders give the same tree as their ops written by hand. */
+static void task_builders(void **state)
+{
+	char *A = t_mkdomain(), *B = t_mkdomain(), *o, *big, *sa, *sb, *p, *q;
+	fstx_domain *da, *db;
+	fstx_tx *tx;
+	size_t biglen;
+	char *conf = strdup("conf=1\n");
+
+	(void)state;
+	umask(022);
+	o = outside_tree(&big, &biglen);
+	t_populate(A);
+	t_populate(B);
+	assert_int_equal(fstx_domain_open(A, &da), 0);
+	assert_int_equal(fstx_domain_open(B, &db), 0);
+	assert_true(asprintf(&p, "%s/one", o) > 0);
+	assert_true(asprintf(&q, "%s/src", o) > 0);
+
+	/* A: the task builders; conf is freed before commit (always copied) */
+	assert_int_equal(fstx_tx_new(da, &tx), 0);
+	assert_int_equal(fstx_tx_write(tx, "w1", conf, 7, 0600), 0);
+	assert_int_equal(fstx_tx_write(tx, "a", "A!", 2, 0600), 0);
+	assert_int_equal(fstx_tx_replace(tx, "b", conf, 7, (mode_t)-1), 0);
+	assert_int_equal(fstx_tx_replace(tx, "d/c", "C", 1, 0600), 0);
+	assert_int_equal(fstx_tx_replace(tx, "fresh", "", 0, (mode_t)-1), 0);
+	assert_int_equal(fstx_tx_symlink_replace(tx, "a", "ln"), 0);
+	assert_int_equal(fstx_tx_symlink_replace(tx, "releases/v2", "current"), 0);
+	assert_int_equal(fstx_tx_copy_in(tx, p, "d/one"), 0);
+	assert_int_equal(fstx_tx_import(tx, q, "site"), 0);
+	memset(conf, 'X', 7);
+	free(conf);
+	assert_int_equal(fstx_tx_commit(tx), 0);
+	fstx_tx_free(tx);
+
+	/* B: the same by hand */
+	assert_int_equal(fstx_tx_new(db, &tx), 0);
+	hand_write(tx, "w1", "conf=1\n", 7, O_TRUNC, 0600);
+	hand_write(tx, "a", "A!", 2, O_TRUNC, 0600);
+	hand_write(tx, "tmp1", "conf=1\n", 7, O_EXCL, 0644);
+	assert_int_equal(fstx_tx_rename(tx, "tmp1", "b", 0), 0);
+	hand_write(tx, "d/tmp2", "C", 1, O_EXCL, 0600);
+	assert_int_equal(fstx_tx_rename(tx, "d/tmp2", "d/c", 0), 0);
+	hand_write(tx, "tmp3", "", 0, O_EXCL, 0644);
+	assert_int_equal(fstx_tx_rename(tx, "tmp3", "fresh", 0), 0);
+	assert_int_equal(fstx_tx_symlink(tx, "a", "tmp4"), 0);
+	assert_int_equal(fstx_tx_rename(tx, "tmp4", "ln", 0), 0);
+	assert_int_equal(fstx_tx_symlink(tx, "releases/v2", "tmp5"), 0);
+	assert_int_equal(fstx_tx_rename(tx, "tmp5", "current", 0), 0);
+	hand_write(tx, "d/one", "copied in\n", 10, O_TRUNC, 0604);
+	assert_int_equal(fstx_tx_mkdir(tx, "site", 0750), 0);
+	hand_write(tx, "site/index.html", "<h1>hi</h1>\n", 12, O_EXCL, 0644);
+	hand_write(tx, "site/empty", "", 0, O_EXCL, 0600);
+	assert_int_equal(fstx_tx_mkdir(tx, "site/sub", 0700), 0);
+	assert_int_equal(fstx_tx_mkdir(tx, "site/sub/deep", 0755), 0);
+	hand_write(tx, "site/sub/big.bin", big, biglen, O_EXCL, 0640);
+	assert_int_equal(fstx_tx_symlink(tx, "../../../etc/passwd", "site/sub/up"), 0);
+	assert_int_equal(fstx_tx_symlink(tx, "index.html", "site/link"), 0);
+	assert_int_equal(fstx_tx_commit(tx), 0);
+	fstx_tx_free(tx);
+
+	sa = t_snapshot(A);
+	sb = t_snapshot(B);
+	if (strcmp(sa, sb))
+		fail_msg("trees differ\n--- builders:\n%s--- by hand:\n%s", sa, sb);
+	/* and they did what they say */
+	assert_non_null(strstr(sa, "site/sub/up mode=120777"));
+	assert_non_null(strstr(sa, "\nb mode=100644 nlink=1"));
+	assert_non_null(strstr(sa, "\nhard mode=100644 nlink=1")); /* b's old inode */
+	assert_non_null(strstr(sa, "\nd/c mode=100600"));
+	assert_null(strstr(sa, ".fstx-tmp"));
+	{
+		size_t len;
+		char *got = t_read(A, "site/sub/big.bin", &len);
+
+		assert_int_equal(len, biglen);
+		assert_memory_equal(got, big, biglen);
+		free(got);
+	}
+	free(sa);
+	free(sb);
+	free(p);
+	free(q);
+	free(big);
+	fstx_domain_close(da);
+	fstx_domain_close(db);
+	t_rmtree(A);
+	t_rmtree(B);
+	t_rmtree(o);
+	free(A);
+	free(B);
+	free(o);
+}
+
+/*
+ * A transaction of task builders that fails (a later op, or a builder
+ * that meets a special file) changes nothing.
+ */
+static void task_rollback(void **state)
+{
+	char *o, *big, *p, *q, *fifo;
+	struct fg f;
+	fstx_tx *tx;
+	size_t biglen;
+
+	(void)state;
+	fg_open(&f);
+	o = outside_tree(&big, &biglen);
+	assert_true(asprintf(&p, "%s/one", o) > 0);
+	assert_true(asprintf(&q, "%s/src", o) > 0);
+
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	assert_int_equal(fstx_tx_write(tx, "w1", "x", 1, 0644), 0);
+	assert_int_equal(fstx_tx_write(tx, "a", "A!", 2, 0600), 0);
+	assert_int_equal(fstx_tx_replace(tx, "b", "B", 1, (mode_t)-1), 0);
+	assert_int_equal(fstx_tx_symlink_replace(tx, "a", "ln"), 0);
+	assert_int_equal(fstx_tx_copy_in(tx, p, "d/one"), 0);
+	assert_int_equal(fstx_tx_import(tx, q, "site"), 0);
+	assert_int_equal(fstx_tx_unlink(tx, "no-such-file"), 0);
+	assert_int_equal(fstx_tx_commit(tx), -ENOENT);
+	fstx_tx_free(tx);
+	fg_same(&f);
+
+	/* import into an existing directory fails at commit (mkdir: EEXIST) */
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	assert_int_equal(fstx_tx_write(tx, "w1", "x", 1, 0644), 0);
+	assert_int_equal(fstx_tx_import(tx, q, "d"), 0);
+	assert_int_equal(fstx_tx_commit(tx), -EEXIST);
+	fstx_tx_free(tx);
+	fg_same(&f);
+
+	/* a fifo in the source tree: refused, the transaction poisoned */
+	assert_true(asprintf(&fifo, "%s/sub/fifo", q) > 0);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	assert_int_equal(fstx_tx_write(tx, "w1", "x", 1, 0644), 0);
+	assert_int_equal(fstx_tx_import(tx, q, "site"), -EINVAL);
+	assert_int_equal(fstx_tx_commit(tx), -EINVAL);
+	assert_non_null(strstr(fstx_tx_strerror(tx), "fstx_tx_import("));
+	fstx_tx_free(tx);
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	assert_int_equal(fstx_tx_copy_in(tx, fifo, "x"), -EINVAL);
+	assert_int_equal(fstx_tx_commit(tx), -EINVAL);
+	fstx_tx_free(tx);
+	fg_same(&f);
+
+	/* bad arguments */
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	assert_int_equal(fstx_tx_replace(tx, "d/", "x", 1, 0644), -EINVAL);
+	assert_int_equal(fstx_tx_write(tx, "x", NULL, 1, 0644), -EINVAL);
+	assert_int_equal(fstx_tx_write(tx, "x", "x", 1, 010000), -EINVAL);
+	assert_int_equal(fstx_tx_symlink_replace(tx, NULL, "l"), -EINVAL);
+	assert_int_equal(fstx_tx_copy_in(tx, "/nonexistent/file", "x"), -ENOENT);
+	assert_int_equal(fstx_tx_import(tx, "/nonexistent/dir", "x"), -ENOENT);
+	assert_int_equal(fstx_tx_commit(tx), -EINVAL); /* the first error */
+	fstx_tx_free(tx);
+	assert_int_equal(fstx_tx_write(NULL, "x", "x", 1, 0644), -EINVAL);
+	fg_same(&f);
+
+	free(fifo);
+	free(p);
+	free(q);
+	free(big);
+	t_rmtree(o);
+	free(o);
+	fg_close(&f);
+}
+
+/* Every task builder call, each result kept (the first error, or 0). */
+static int build_tasks(fstx_tx *tx, const char *one, const char *src)
+{
+	int r, first = 0;
+
+#define KEEP(call) do { r = (call); if (r < 0 && !first) first = r; } while (0)
+	KEEP(fstx_tx_write(tx, "w1", "x", 1, 0644));
+	KEEP(fstx_tx_replace(tx, "b", "B", 1, (mode_t)-1));
+	KEEP(fstx_tx_symlink_replace(tx, "a", "ln"));
+	KEEP(fstx_tx_copy_in(tx, one, "d/one"));
+	KEEP(fstx_tx_import(tx, src, "site"));
+#undef KEEP
+	return first;
+}
+
+/*
+ * Each OS call and each allocation the task builders make, failing in
+ * turn: the call that meets it returns the error, and the commit returns
+ * the first such error and changes nothing; with no fault the commit
+ * gives the reference tree.
+ */
+static void task_faults(void **state)
+{
+	char *o, *big, *one, *src, *ref, *now;
+	long calls, allocs, failed = 0;
+	size_t biglen;
+	struct fg f;
+	fstx_tx *tx;
+
+	(void)state;
+	o = outside_tree(&big, &biglen);
+	assert_true(asprintf(&one, "%s/one", o) > 0);
+	assert_true(asprintf(&src, "%s/src", o) > 0);
+	fg_open(&f);
+	assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(build_tasks(tx, one, src), 0);
+	calls = fo.calls;
+	allocs = fo.allocs;
+	fo_remove();
+	assert_int_equal(fstx_tx_commit(tx), 0);
+	fstx_tx_free(tx);
+	ref = t_snapshot(f.dir);
+	fg_close(&f);
+	assert_true(calls > 10 && allocs > 10);
+
+	for (long k = 1; k <= calls + allocs; k++) {
+		int want, r;
+
+		fg_open(&f);
+		assert_int_equal(fstx_tx_new(f.d, &tx), 0);
+		fo_install(k <= calls ? FO_FAIL : FO_COUNT, k, EIO);
+		if (k > calls)
+			fo.alloc_at = k - calls;
+		want = build_tasks(tx, one, src);
+		fo_remove();
+		if (want != 0 && want != (k <= calls ? -EIO : -ENOMEM))
+			fail_msg("fault %ld: a builder returned %d", k, want);
+		r = fstx_tx_commit(tx);
+		fstx_tx_free(tx);
+		if (r != want)
+			fail_msg("fault %ld: builders %d, commit %d", k, want, r);
+		now = t_snapshot(f.dir);
+		if (strcmp(now, want ? f.before : ref))
+			fail_msg("fault %ld (%d): wrong tree\n%s", k, want, now);
+		free(now);
+		failed += want != 0;
+		fg_close(&f);
+	}
+	printf("task builders: %ld calls, %ld allocations, %ld faults met\n",
+	       calls, allocs, failed);
+	assert_true(failed > 0);
+	free(ref);
+	free(one);
+	free(src);
+	free(big);
+	t_rmtree(o);
+	free(o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -908,6 +1582,16 @@ int main(void)
 		cmocka_unit_test(read_begin_faults),
 		cmocka_unit_test(open_faults),
 		cmocka_unit_test(bad_arguments),
+		cmocka_unit_test(footgun_set_flags),
+		cmocka_unit_test(footgun_expect),
+		cmocka_unit_test(footgun_poison),
+		cmocka_unit_test(version),
+		cmocka_unit_test(tx_strerror),
+		cmocka_unit_test(status_ex),
+		cmocka_unit_test(copy_mode),
+		cmocka_unit_test(task_builders),
+		cmocka_unit_test(task_rollback),
+		cmocka_unit_test(task_faults),
 	};
 
 	return cmocka_run_group_tests_name("ops", tests, NULL, NULL);
