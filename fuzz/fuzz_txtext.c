@@ -4,7 +4,9 @@
  * the engine behind them.  Each input is parsed; a transaction that parses
  * is run on a fresh domain, and the oracle checks all or nothing: a failed
  * transaction leaves the tree exactly as before and no journal hot; no
- * input changes the watched tree beside the domain.
+ * input changes the watched tree beside the domain.  A parse error has
+ * the compiler form "fuzz:LINE:COL: error: ...".  copy-in and import read
+ * the watched tree (reading it is allowed; changing it is not).
  */
 #include "common.h"
 
@@ -31,11 +33,21 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	fx_os.openat2 = beneath_openat2;
 	basefd = open(fz_out, O_RDONLY | O_DIRECTORY); /* @FILE reads here */
 	in_parse = 1;
-	r = fx_txt_parse((const char *)data, size, basefd, &t);
+	memset(&t, 0, sizeof(t));
+	t.stdin_taken = 1; /* "@-" must not wait on the fuzzer's stdin */
+	r = fx_txt_parse_named((const char *)data, size, basefd, "fuzz", &t);
 	in_parse = 0;
 	close(basefd);
 	if (r < 0) {
+		char head[64];
+
 		FZ_CHECK(t.err[0], "parse error without a message");
+		/* compiler style: "fuzz:LINE:COL: error: " on the first line */
+		snprintf(head, sizeof(head), "fuzz:%u:%u: error: ", t.errline, t.errcol);
+		FZ_CHECK(r != -EINVAL || (!strncmp(t.err, head, strlen(head)) &&
+					 t.errline >= 1 && t.errcol >= 1),
+			 "parse error not in compiler form: %s", t.err);
+		FZ_CHECK(memchr(t.err, 0, sizeof(t.err)), "message not terminated");
 		fx_txt_free(&t);
 		return 0;
 	}

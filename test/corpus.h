@@ -3,7 +3,9 @@
  * corpus.h - transactions used by the rollback, error-injection and crash
  * tests.  Each runs on a tree made by t_populate(): files a, b (hard link
  * "hard"), big (20000 bytes), old, d/c, d/e/f, directory empty, symlink
- * ln -> d/c, xattr user.k on a.
+ * ln -> d/c, xattr user.k on a.  "@SRC@" in a transaction stands for a
+ * directory outside every domain (made by corpus_load()) holding one,
+ * src/x, src/sub/y and the symlink src/sub/l -> ../x.
  */
 #ifndef FSTX_TEST_CORPUS_H
 #define FSTX_TEST_CORPUS_H
@@ -67,6 +69,19 @@ static const char *const corpus[] = {
 	"pwrite 0 \"ALPHA\" 0\nunlink old\nassert-exists old\nassert-absent d/e/g\n",
 	/* 9: a compare op that fails after ops that would change the tree */
 	"open 0 a O_RDWR\npwrite 0 \"X\" 0\nunlink old\nassert-data b \"wrong\"\n",
+	/* 10: task ops: write (new and over an existing file), replace (over
+	 * a file with an xattr, another with a mode), symlink switches */
+	"write n1 \"new one\" 0600\nwrite big \"short\"\n"
+	"replace a \"replaced alpha\"\nreplace d/c \"see\" 0640\n"
+	"symlink d/e ln replace\nsymlink b fresh replace\nwrite hard \"via link\"\n",
+	/* 11: task ops between explicit opens; the last op fails (rolls back) */
+	"open 0 b O_RDWR\nwrite d/new \"x\"\npwrite 0 \"B\" 0\nreplace old \"o2\"\n"
+	"close 0\nopen 1 big O_RDWR\nsymlink a ln replace\npwrite 1 \"G\" 7\n"
+	"unlink missing\n",
+	/* 12: copy-in and import from outside the domain (@SRC@: the tree
+	 * corpus_load() makes), then a link switched to the imported tree */
+	"copy-in \"@SRC@/one\" d/one\nimport \"@SRC@/src\" imp\n"
+	"symlink imp ln replace\nreplace imp/x \"ex2\"\n",
 };
 
 #define NFIXED (sizeof(corpus) / sizeof(corpus[0]))
@@ -75,6 +90,8 @@ static const char *const corpus[] = {
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include "helpers.h"
 
 /*
  * Generated transactions: NGEN random mixes of all 13 ops over the
@@ -136,16 +153,42 @@ static const char *gen_op(unsigned *seed, char *buf, size_t n, int *fds)
 	return buf;
 }
 
+static char corpus_src[4096]; /* "@SRC@": see the top */
+
+/* Fixed transaction i with @SRC@ replaced by corpus_src (quote-safe). */
+static char *corpus_fixed(size_t i)
+{
+	const char *s = corpus[i], *at;
+	size_t n = strlen(s) + 8 * strlen(corpus_src) + 1, k = 0;
+	char *out = malloc(n);
+
+	if (!out)
+		abort();
+	while ((at = strstr(s, "@SRC@"))) {
+		memcpy(out + k, s, (size_t)(at - s));
+		k += (size_t)(at - s);
+		for (const char *c = corpus_src; *c; c++) {
+			if (*c == '"' || *c == '\\')
+				out[k++] = '\\';
+			out[k++] = *c;
+		}
+		s = at + 5;
+	}
+	strcpy(out + k, s);
+	return out;
+}
+
 /* Transaction i of the corpus (fixed ones first); caller frees. */
 static char *corpus_tx(size_t i)
 {
-	unsigned seed = (unsigned)(i * 7919 + 17);
+	/* generated transactions keep the seeds they had with 10 fixed ones */
+	unsigned seed = (unsigned)((i - NFIXED + 10) * 7919 + 17);
 	int fds[3] = { 0 }, nops;
 	size_t cap = 4096, len = 0;
 	char *out, line[256];
 
 	if (i < NFIXED)
-		return strdup(corpus[i]);
+		return corpus_fixed(i);
 	out = malloc(cap);
 	if (!out)
 		abort();
@@ -172,8 +215,34 @@ static size_t corpus_count(void)
 static char *cx[NFIXED + NGEN];
 static size_t ncx;
 
+static void corpus_src_drop(void)
+{
+	if (corpus_src[0])
+		t_rmtree(corpus_src);
+}
+
+/* The outside tree of "@SRC@" (once per process; removed at exit). */
+static void corpus_src_make(void)
+{
+	char *o = t_mkdomain(), *p;
+
+	snprintf(corpus_src, sizeof(corpus_src), "%s", o);
+	free(o);
+	t_write(corpus_src, "one", "one\n", 4);
+	t_write(corpus_src, "src/x", "ex\n", 3);
+	t_write(corpus_src, "src/sub/y", "why\n", 4);
+	if (asprintf(&p, "%s/src/sub/l", corpus_src) < 0)
+		abort();
+	if (symlink("../x", p) < 0)
+		abort();
+	free(p);
+	atexit(corpus_src_drop);
+}
+
 static void corpus_load(void)
 {
+	if (!corpus_src[0])
+		corpus_src_make();
 	ncx = corpus_count();
 	for (size_t i = 0; i < ncx; i++)
 		cx[i] = corpus_tx(i);
