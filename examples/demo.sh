@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # demo.sh FSTX - apply an example transaction to a scratch tree and show
-# the tree before and after; then a failing one, rolled back.
+# the tree (with its user xattrs) before and after, and the JSON result;
+# then a failing one, rolled back, and the same change given as JSON.
 set -euo pipefail
 FSTX=${1:-build/fstx}
 D=$(mktemp -d /tmp/fstx-demo-XXXXXX)
@@ -9,7 +10,11 @@ trap 'rm -rf "$D" "$D.tx"' EXIT
 
 show() {
 	(cd "$D" && find . -mindepth 1 -path ./.fstx -prune -o -type f -print | sort |
-		while read -r f; do printf '  %-18s %s\n' "$f" "$(tr '\n' ' ' < "$f")"; done)
+		while read -r f; do
+			x=$(getfattr --absolute-names -d "$f" 2>/dev/null | sed -n 's/^user\./user./p' |
+				tr '\n' ' ')
+			printf '  %-20s %-14s %s\n' "${f#./}" "$(tr '\n' ' ' < "$f")" "$x"
+		done)
 }
 
 mkdir -p "$D/objects"
@@ -20,9 +25,7 @@ show
 
 cat > "$D.tx" <<'T'
 # replace objects/current atomically, keep a link to the old one, drop old
-open 0 objects/current.new O_WRONLY|O_CREAT|O_EXCL 0644
-pwrite 0 "version 2\n" 0
-close 0
+write objects/current.new "version 2\n"
 setxattr objects/current.new user.version "2"
 link objects/current objects/previous
 rename objects/current.new objects/current
@@ -32,7 +35,8 @@ echo
 echo "transaction:"
 sed 's/^/  /' "$D.tx"
 echo
-"$FSTX" run "$D" "$D.tx" --json
+echo "fstx run --json prints:"
+"$FSTX" run "$D" "$D.tx" --json | sed 's/^/  /'
 echo "after:"
 show
 
@@ -40,6 +44,15 @@ printf 'unlink objects/previous\nunlink objects/no-such-object\n' > "$D.tx"
 echo
 echo "a failing transaction (its second op fails):"
 sed 's/^/  /' "$D.tx"
-"$FSTX" run "$D" "$D.tx" || echo "(exit $?)"
+"$FSTX" run "$D" "$D.tx" 2>&1 | sed 's/^/  /' || true
 echo "after the failure, unchanged:"
+show
+
+echo
+echo "the same kind of change as JSON input (fstx run --input json):"
+json='[{"op":"replace","path":"objects/current","data":"version 3\n"},
+ {"op":"setxattr","path":"objects/current","name":"user.version","data":"3"}]'
+printf '%s\n' "$json" | sed 's/^/  /'
+printf '%s\n' "$json" | "$FSTX" run "$D" --input json -q
+echo "after:"
 show

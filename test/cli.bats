@@ -12,7 +12,14 @@ setup() {
 }
 
 teardown() {
+	touch "$TX/go" # releases a reader a failed test left waiting
+	wait
 	rm -rf "$D" "$TX"
+}
+
+# an empty transaction: DIR becomes a domain (DIR/.fstx/)
+mkdomain() {
+	"$FSTX" run -q "$D" - </dev/null
 }
 
 snap() {
@@ -43,9 +50,9 @@ close 0
 rename obj/new obj/cur
 unlink old
 T
-	run "$FSTX" run "$D" "$TX/t.tx" --json
+	run --separate-stderr "$FSTX" run "$D" "$TX/t.tx" --json
 	[ "$status" -eq 0 ]
-	[[ "$output" == '{"status":"committed","ops_completed":6,"failed_op":null,"line":null,"errno":null,"results":[0,0,7,0,0,0]}' ]]
+	[[ "$output" == '{"schema":1,"command":"run","status":"committed","message":"committed 6 ops","errno":null,"ops_completed":6,"failed_op":null,"line":null,"column":null,"element":null,"op":null,"path":null,"paths":null,"results":[0,0,7,0,0,0]}' ]]
 	[ "$(cat "$D/obj/cur")" = "payload" ]
 	[ ! -e "$D/old" ]
 }
@@ -60,7 +67,7 @@ T
 	[ "$(snap)" = "$before" ]
 	run "$FSTX" run "$D" "$TX/t.tx" --json
 	[ "$status" -eq 1 ]
-	[[ "$output" == *'"status":"rolled_back","ops_completed":2,"failed_op":2,"line":3,"errno":"ENOENT","results":[0,0,-2]'* ]]
+	[[ "$output" == *'"status":"rolled_back","message":"line 3: rmdir \"nothere\": No such file or directory (ENOENT); transaction rolled back, nothing changed","errno":"ENOENT","ops_completed":2,"failed_op":2,"line":3,"column":null,"element":null,"op":{"index":2,"name":"rmdir"},"path":"nothere","paths":["nothere"],"results":[0,0,-2]}'* ]]
 }
 
 @test "conditions and '-' change strictness" {
@@ -80,7 +87,7 @@ T
 	printf 'unlink old\nfrobnicate x\n' > "$TX/t.tx"
 	run "$FSTX" run "$D" "$TX/t.tx"
 	[ "$status" -eq 2 ]
-	[[ "$output" == *"line 2: unknown op"* ]]
+	[[ "$output" == *"t.tx:2:1: error: unknown op"* ]]
 	run "$FSTX" run "$D" "$TX/t.tx" --json
 	[ "$status" -eq 2 ]
 	[[ "$output" == *'"status":"invalid"'* ]]
@@ -92,7 +99,7 @@ T
 	printf 'unlink old\nclose 4\n' > "$TX/t.tx"
 	run "$FSTX" run "$D" "$TX/t.tx" --json
 	[ "$status" -eq 2 ]
-	[[ "$output" == *'"status":"invalid","ops_completed":1,"failed_op":1,"line":2,"errno":"EINVAL"'* ]]
+	[[ "$output" == *'"status":"invalid","message":"line 2: close: invalid: '*'","errno":"EINVAL","ops_completed":1,"failed_op":1,"line":2,'* ]]
 	[ -e "$D/old" ]
 }
 
@@ -116,7 +123,7 @@ T
 	[[ "$output" == *"$TX/nonexistent.tx: No such file or directory"* ]]
 	run --separate-stderr "$FSTX" run --json "$D" "$TX"
 	[ "$status" -eq 2 ]
-	[[ "$output" == *'"status":"invalid","ops_completed":0,"failed_op":null,"line":null,"errno":"EISDIR","message":"cannot read the transaction file"'* ]]
+	[[ "$output" == *'"status":"invalid","message":"cannot read the transaction file '"$TX"': Is a directory","errno":"EISDIR","ops_completed":0,"failed_op":null,"line":null,'* ]]
 	[[ "$stderr" == *"$TX: Is a directory"* ]]
 	run bash -c "'$FSTX' run '$D' < '$TX'"
 	[ "$status" -eq 2 ]
@@ -143,7 +150,7 @@ T
 }
 
 @test "wedged domain: exit 3 until recover" {
-	"$FSTX" status "$D" >/dev/null
+	mkdomain
 	touch "$D/.fstx/wedged"
 	printf 'unlink old\n' > "$TX/t.tx"
 	run "$FSTX" run "$D" "$TX/t.tx" --json
@@ -161,7 +168,7 @@ T
 }
 
 @test "a corrupt journal is refused with exit 3" {
-	"$FSTX" status "$D" >/dev/null
+	mkdomain
 	# a BEGIN header with a wrong checksum, and a progress mark: changes
 	# had begun, so this cannot be a write torn before barrier 1
 	printf 'FXJ1\001\000\000\000\030\000\000\000' > "$D/.fstx/journal"
@@ -178,7 +185,7 @@ T
 }
 
 @test "a torn journal without a progress mark is discarded" {
-	"$FSTX" status "$D" >/dev/null
+	mkdomain
 	printf 'FXJ1\001\000\000\000\030\000\000\000' > "$D/.fstx/journal"
 	head -c 44 /dev/zero >> "$D/.fstx/journal"
 	before="$(snap)"
@@ -189,6 +196,7 @@ T
 }
 
 @test "status --json reports filesystem facts" {
+	mkdomain
 	run "$FSTX" status "$D" --json
 	[ "$status" -eq 0 ]
 	[[ "$output" == *'"hot":false'* ]]
@@ -251,12 +259,12 @@ T
 	setfattr -n user.v -v 7 "$D/a" 2>/dev/null || skip "no user xattrs here"
 	before=$(snap)
 	run "$FSTX" run "$D" - <<<$'open 0 a O_WRONLY|O_TRUNC\npwrite 0 "beta" 0\nassert-data a "alpha\\n"\nassert-absent a'
-	[ "$status" -eq 1 ]
-	[[ "$output" == *'line 4: assert-absent "a": assertion does not hold (ECANCELED); transaction rolled back, nothing changed'* ]]
+	[ "$status" -eq 4 ]
+	[[ "$output" == *'line 4: assert-absent "a": assertion does not hold (ECANCELED); a conflict: the tree is not as the transaction expects, nothing changed'* ]]
 	[ "$(snap)" = "$before" ]
-	run "$FSTX" run "$D" - --json <<<$'assert-xattr a user.v "8"'
-	[ "$status" -eq 1 ]
-	[[ "$output" == *'"failed_op":0,"line":1,"errno":"ECANCELED","results":[-125]'* ]]
+	run --separate-stderr "$FSTX" run "$D" - --json <<<$'assert-xattr a user.v "8"'
+	[ "$status" -eq 4 ]
+	[[ "$output" == *'"errno":"ECANCELED","ops_completed":0,"failed_op":0,"line":1,'*'"results":[-125]}' ]]
 	run "$FSTX" run "$D" - <<<$'assert-data a "alpha\\n"\nassert-xattr a user.v "7"\nassert-exists old\nassert-absent new\nopen 0 a O_WRONLY|O_TRUNC\npwrite 0 "beta" 0\nunlink old\nassert-exists old'
 	[ "$status" -eq 0 ]
 	[ "$(cat "$D/a")" = beta ]
@@ -356,4 +364,382 @@ T
 	run "$FSTX" run "$D" "$TX/lc.tx"
 	[ "$status" -eq 2 ]
 	[ "$(head -c 4 "$D/a")" = "LAZY" ]
+}
+
+# ---- issue 26: exit codes, the JSON envelope, messages -------------------
+
+# envelope FILE-OR-STRING STATUS: one JSON object, valid UTF-8, schema 1,
+# the status given, a message string, an errno that is a name or null.
+envelope() {
+	printf '%s\n' "$1" | jq -e --arg s "$2" '.schema == 1 and .status == $s and
+		(.message | type == "string" and length > 0) and
+		(.command | type == "string") and
+		(.errno == null or (.errno | test("^E[A-Z0-9]+$")))' >/dev/null
+}
+
+@test "finding 4: a DIR that cannot be opened is exit 2 naming the reason, with a JSON envelope" {
+	printf 'unlink x\n' > "$TX/t.tx"
+	run --separate-stderr "$FSTX" run /nonexistent/dir "$TX/t.tx" --json
+	[ "$status" -eq 2 ]
+	envelope "$output" cannot_open
+	[ "$(jq -r .errno <<<"$output")" = ENOENT ]
+	[[ "$stderr" == *"/nonexistent/dir"*"No such file or directory"* ]]
+	[[ "$stderr" != *recover* ]]
+	run --separate-stderr "$FSTX" run "$D/a" "$TX/t.tx" --json
+	[ "$status" -eq 2 ]
+	envelope "$output" cannot_open
+	[ "$(jq -r .errno <<<"$output")" = ENOTDIR ]
+	if [ "$(id -u)" != 0 ]; then
+		mkdir "$D/locked" && chmod 000 "$D/locked"
+		run --separate-stderr "$FSTX" run "$D/locked" "$TX/t.tx" --json
+		chmod 755 "$D/locked"
+		[ "$status" -eq 2 ]
+		[ "$(jq -r .errno <<<"$output")" = EACCES ]
+	fi
+	run --separate-stderr "$FSTX" status /nonexistent/dir --json
+	[ "$status" -eq 2 ]
+	envelope "$output" cannot_open
+	run --separate-stderr "$FSTX" recover /nonexistent/dir --json
+	[ "$status" -eq 2 ]
+	envelope "$output" cannot_open
+}
+
+@test "finding 4: results of ops that never ran are null; a failure names the op and its path" {
+	run --separate-stderr "$FSTX" run "$D" --json - <<<$'unlink nothere\nopen 0 f O_WRONLY|O_CREAT\npwrite 0 "abc" 0\nclose 0'
+	[ "$status" -eq 1 ]
+	envelope "$output" rolled_back
+	jq -e '.results == [-2,null,null,null] and .op.index == 0 and .op.name == "unlink"
+		and .path == "nothere" and .paths == ["nothere"] and .failed_op == 0
+		and .line == 1 and .errno == "ENOENT"' <<<"$output"
+	jq -e '.message | test("unlink \"nothere\": No such file or directory")' <<<"$output"
+	run --separate-stderr "$FSTX" run "$D" --json - <<<$'mkdir m\nrename a m/b\nlink nope m/c'
+	[ "$status" -eq 1 ]
+	jq -e '.results == [0,0,-2] and .op.name == "link" and .paths == ["nope","m/c"]' <<<"$output"
+	[ ! -e "$D/m" ]
+}
+
+@test "finding 4: a name that is not UTF-8 still gives valid JSON (bytes as \\u00XX)" {
+	run --separate-stderr "$FSTX" run "$D" --json - <<<$'unlink "bad\\xffname\\xc3"'
+	[ "$status" -eq 1 ]
+	envelope "$output" rolled_back
+	[ "$(jq -r .path <<<"$output")" = $'bad\u00ffname\u00c3' ]
+	printf '%s' "$output" | iconv -f UTF-8 -t UTF-8 >/dev/null
+}
+
+@test "finding 4: run, status, recover and read print one envelope on every path" {
+	run --separate-stderr "$FSTX" run "$D" --json - <<<'unlink old'
+	[ "$status" -eq 0 ]
+	envelope "$output" committed
+	jq -e '.command == "run" and .results == [0] and .failed_op == null and .op == null' <<<"$output"
+	run --separate-stderr "$FSTX" status "$D" --json
+	[ "$status" -eq 0 ]
+	envelope "$output" clean
+	jq -e '.hot == false and .wedged == false and (.fs_type|type=="string")' <<<"$output"
+	run --separate-stderr "$FSTX" recover "$D" --json
+	[ "$status" -eq 0 ]
+	envelope "$output" clean
+	run --separate-stderr "$FSTX" read "$D" --json -- true
+	[ "$status" -eq 0 ]
+	envelope "$output" ok
+	jq -e '.exit_status == 0' <<<"$output"
+	run --separate-stderr "$FSTX" read "$D" --json -- sh -c 'exit 3'
+	[ "$status" -eq 3 ]
+	envelope "$output" ok
+	jq -e '.exit_status == 3' <<<"$output"
+	run --separate-stderr "$FSTX" frob --json
+	[ "$status" -eq 2 ]
+	envelope "$output" usage
+	run --separate-stderr "$FSTX" run --json
+	[ "$status" -eq 2 ]
+	envelope "$output" usage
+	run --separate-stderr "$FSTX" run "$D" --json - <<<'pwrit 0 "x" 0'
+	[ "$status" -eq 2 ]
+	envelope "$output" invalid
+	jq -e '.line == 1 and .column == 1' <<<"$output"
+	run --separate-stderr "$FSTX" run "$D" --json - <<<$'unlink old\nclose 4'
+	[ "$status" -eq 2 ]
+	envelope "$output" invalid
+	jq -e '.failed_op == 1 and .op.name == "close" and .results == [null,null]' <<<"$output"
+}
+
+@test "finding 4: wedged, hot and recovery failures: exit 3 with documented statuses" {
+	mkdomain
+	touch "$D/.fstx/wedged"
+	run --separate-stderr "$FSTX" run "$D" --json - <<<'unlink old'
+	[ "$status" -eq 3 ]
+	envelope "$output" wedged
+	run --separate-stderr "$FSTX" status "$D" --json
+	[ "$status" -eq 3 ]
+	envelope "$output" wedged
+	run --separate-stderr "$FSTX" recover "$D" --json
+	[ "$status" -eq 0 ]
+	envelope "$output" recovered
+	# a corrupt journal: recovery fails
+	printf 'FXJ1\001\000\000\000\030\000\000\000' > "$D/.fstx/journal"
+	head -c 44 /dev/zero >> "$D/.fstx/journal"
+	ln -s fstx "$D/.fstx/step.0123456789abcdef.0"
+	run --separate-stderr "$FSTX" status "$D" --json
+	[ "$status" -eq 3 ]
+	envelope "$output" hot
+	run --separate-stderr "$FSTX" recover "$D" --json
+	[ "$status" -eq 3 ]
+	envelope "$output" wedged
+	[ "$(jq -r .errno <<<"$output")" = EUCLEAN ]
+	run --separate-stderr "$FSTX" read "$D" --json -- true
+	[ "$status" -eq 3 ]
+	envelope "$output" wedged
+}
+
+@test "finding 5: a compare op that fails is a conflict, exit 4" {
+	before=$(snap)
+	run --separate-stderr "$FSTX" run "$D" --json - <<<$'assert-data a "beta\\n"\nunlink old'
+	[ "$status" -eq 4 ]
+	envelope "$output" conflict
+	jq -e '.op.name == "assert-data" and .path == "a" and .errno == "ECANCELED"
+		and .results == [-125,null]' <<<"$output"
+	run "$FSTX" run "$D" - <<<'assert-absent a'
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"conflict"* ]]
+	[ "$(snap)" = "$before" ]
+	# a condition that fails is an op failure, not a conflict
+	run --separate-stderr "$FSTX" run "$D" - <<<'unlink a !eq 0'
+	[ "$status" -eq 1 ]
+}
+
+@test "finding 5: --no-wait and --wait on a domain held by a reader; the wait is announced" {
+	"$FSTX" read "$D" -- sh -c "touch '$TX/held'; while [ ! -e '$TX/go' ]; do sleep 0.05; done" &
+	reader=$!
+	while [ ! -e "$TX/held" ]; do sleep 0.05; done
+	run --separate-stderr "$FSTX" run "$D" --no-wait --json - <<<'unlink old'
+	[ "$status" -eq 5 ]
+	envelope "$output" busy
+	[ "$(jq -r .errno <<<"$output")" = EWOULDBLOCK ] || [ "$(jq -r .errno <<<"$output")" = EAGAIN ]
+	run --separate-stderr "$FSTX" run "$D" --wait 0.2 --json - <<<'unlink old'
+	[ "$status" -eq 5 ]
+	envelope "$output" busy
+	[ "$(jq -r .errno <<<"$output")" = ETIMEDOUT ]
+	[ -e "$D/old" ]
+	# the default waits, and says so on stderr while it does
+	printf 'unlink old\n' > "$TX/t.tx"
+	"$FSTX" run "$D" "$TX/t.tx" 2> "$TX/err" &
+	writer=$!
+	# (a bound only so that a missing notice fails instead of hanging)
+	for i in $(seq 1200); do
+		grep -q 'waiting for the domain lock' "$TX/err" && break
+		sleep 0.05
+	done
+	touch "$TX/go"
+	wait "$reader"
+	wait "$writer"
+	[ ! -e "$D/old" ]
+	grep -q "waiting for the domain lock of $D" "$TX/err"
+	run --separate-stderr "$FSTX" run "$D" --wait x - <<<'unlink a'
+	[ "$status" -eq 2 ]
+}
+
+@test "finding 6: a parse error names the file, line and column, shows the line and a caret" {
+	printf 'unlink old\npwrit 0 "x" 0\n' > "$TX/t.tx"
+	run "$FSTX" run "$D" "$TX/t.tx"
+	[ "$status" -eq 2 ]
+	[[ "${lines[0]}" == *"$TX/t.tx:2:1: error: "*'unknown op'* ]]
+	[[ "$output" == *'pwrit 0 "x" 0'* ]]
+	[[ "$output" == *'^'* ]]
+	run "$FSTX" run "$D" - <<<'pwrit 0 "x" 0'
+	[[ "${lines[0]}" == *"<stdin>:1:1: error: "* ]]
+	run --separate-stderr "$FSTX" run "$D" "$TX/t.tx" --json
+	jq -e '.line == 2 and .column == 1 and (.message | startswith("'"$TX"'/t.tx:2:1: error: "))
+		and (.message | contains("\n") | not)' <<<"$output"
+}
+
+@test "finding 6: usage errors are one line pointing to --help; -q, -V, run --help, --" {
+	run --separate-stderr "$FSTX" frob
+	[ "$status" -eq 2 ]
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"unknown command"*"frob"*"--help"* ]]
+	run --separate-stderr "$FSTX" run
+	[ "$status" -eq 2 ]
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"run"*"DIR"*"--help"* ]]
+	run --separate-stderr "$FSTX" run "$D" --bogus
+	[ "$status" -eq 2 ]
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ "$stderr" == *"--bogus"*"--help"* ]]
+	run --separate-stderr "$FSTX" -V
+	[ "$status" -eq 0 ]
+	[[ "$output" == "fstx 0.1.0" ]]
+	run --separate-stderr "$FSTX" run --help
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"fstx run"*"--input"* ]]
+	[[ "$output" != *"fstx recover DIR"* ]]
+	run --separate-stderr "$FSTX" run -q "$D" - <<<'unlink old'
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+	[ -z "$stderr" ]
+	# -- ends options: a transaction file named like an option
+	printf 'unlink a\n' > "$TX/-q"
+	(cd "$TX" && "$FSTX" run "$D" -- -q)
+	[ ! -e "$D/a" ]
+}
+
+@test "finding 7: status on a plain directory changes nothing on disk" {
+	mkdir "$D/plain"
+	run --separate-stderr "$FSTX" status "$D/plain" --json
+	[ "$status" -eq 0 ]
+	envelope "$output" not_a_domain
+	[ ! -e "$D/plain/.fstx" ]
+	run "$FSTX" status "$D/plain"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"not an fstx domain"* ]]
+	[ ! -e "$D/plain/.fstx" ]
+	run --separate-stderr "$FSTX" recover "$D/plain" --json
+	[ "$status" -eq 0 ]
+	envelope "$output" clean
+	[ ! -e "$D/plain/.fstx" ]
+}
+
+@test "every example in fstx(1) runs as printed" {
+	man="$BATS_TEST_DIRNAME/../man/fstx.1"
+	# the .nf blocks of EXAMPLES, with the roff escapes they use undone:
+	# the text a reader sees and pastes
+	awk '/^\.SH EXAMPLES/ {on=1; next} /^\.SH/ {on=0}
+	     on && /^\.fi/ {nf=0} on && nf {print} on && /^\.nf/ {nf=1}' "$man" |
+		sed -e "s/\\\\(aq/'/g" -e 's/\\-/-/g' -e 's/\\e/\\/g' > "$TX/ex.sh"
+	grep -q 'fstx run' "$TX/ex.sh"
+	if command -v mandoc >/dev/null; then
+		# the same lines as mandoc renders them
+		mandoc -T utf8 -O width=200 "$man" | col -b > "$TX/rendered"
+		while IFS= read -r l; do
+			grep -qF -- "$l" "$TX/rendered"
+		done < <(sed 's/^ *//' "$TX/ex.sh")
+	fi
+	mkdir "$TX/bin"
+	ln -s "$FSTX" "$TX/bin/fstx"
+	run env PATH="$TX/bin:$PATH" bash -e -o pipefail "$TX/ex.sh"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"status":"committed"'* ]]
+}
+
+# ---- JSON input (issue 27) ------------------------------------------------
+
+@test "JSON input: every op, from an array and from JSON lines" {
+	setfattr -n user.t -v 1 "$D/a" 2>/dev/null || skip "no user xattrs here"
+	mkdir "$TX/src" && printf 'imported\n' > "$TX/src/i" && printf 'copied\n' > "$TX/c"
+	cat > "$TX/t.json" <<J
+[{"op":"option","name":"reserve","data_bytes":65536,"metadata_ops":64},
+ {"op":"mkdir","path":"d","mode":"0700"},
+ {"op":"open","idx":0,"path":"d/f","flags":["O_RDWR","O_CREAT"],"mode":420},
+ {"op":"pwrite","idx":0,"data":"aGVsbG8gd29ybGQ=","encoding":"base64","offset":0},
+ {"op":"open","idx":1,"path":"d/g","flags":"O_RDWR|O_CREAT|O_EXCL"},
+ {"op":"clonerange","dstidx":1,"srcidx":0,"srcoff":0,"len":5,"dstoff":0},
+ {"op":"close","idx":0},
+ {"op":"close","idx":1},
+ {"op":"truncate","path":"d/f","size":5},
+ {"op":"link","oldpath":"d/f","newpath":"d/f2"},
+ {"op":"setxattr","path":"d/f","name":"user.k","data":"00ff","encoding":"hex","flag":"create"},
+ {"op":"removexattr","path":"a","name":"user.t"},
+ {"op":"rename","oldpath":"old","newpath":"d/old","flag":"noreplace"},
+ {"op":"symlink","target":"f","linkpath":"d/l"},
+ {"op":"unlink","path":"d/f2"},
+ {"op":"mkdir","path":"e"},
+ {"op":"rmdir","path":"e"},
+ {"op":"assert-absent","path":"nothere"},
+ {"op":"assert-exists","path":"a"},
+ {"op":"assert-data","path":"a","data":"alpha\n"},
+ {"op":"assert-xattr","path":"a","name":"user.t","data":"1"},
+ {"op":"write","path":"w","data":"a \"quoted\" # not a comment\nline\u0000nul","mode":"0600"},
+ {"op":"replace","path":"a","data":"ALPHA"},
+ {"op":"copy-in","src":"c","dst":"d/c"},
+ {"op":"import","srcdir":"src","dstdir":"imp"},
+ {"op":"unlink","path":"nothere","ignore":true},
+ {"op":"unlink","path":"nothere2","fail_on":["ne"],"value":-2}]
+J
+	run --separate-stderr "$FSTX" run "$D" --input json "$TX/t.json" --json
+	[ "$status" -eq 0 ]
+	envelope "$output" committed
+	[ "$(cat "$D/d/f")" = hello ]
+	[ "$(head -c 5 "$D/d/g")" = hello ]
+	[ "$(stat -c %a "$D/d")" = 700 ]
+	[ "$(getfattr --only-values -n user.k "$D/d/f" | od -An -tx1 | tr -d ' ')" = 00ff ]
+	! getfattr -n user.t "$D/a" 2>/dev/null
+	[ "$(cat "$D/d/old")" = old ]
+	[ "$(readlink "$D/d/l")" = f ]
+	[ ! -e "$D/d/f2" ] && [ ! -e "$D/e" ]
+	[ "$(od -An -c "$D/w" | tr -s ' ')" = "$(printf 'a "quoted" # not a comment\nline\0nul' | od -An -c | tr -s ' ')" ]
+	[ "$(stat -c %a "$D/w")" = 600 ]
+	[ "$(cat "$D/a")" = ALPHA ]
+	[ "$(cat "$D/d/c")" = copied ]
+	[ "$(cat "$D/imp/i")" = imported ]
+	# the same as JSON lines, with a blank line, replaces a again
+	printf '{"op":"write","path":"a","data":"one"}\n\n{"op":"option","name":"wal"}\n' |
+		"$FSTX" run -q "$D" --input json
+	[ "$(cat "$D/a")" = one ]
+}
+
+@test "JSON input: errors name the element; nothing changed" {
+	before=$(snap)
+	jerr() {
+		run --separate-stderr "$FSTX" run "$D" --input json --json - <<<"$1"
+		[ "$status" -eq 2 ] && envelope "$output" invalid &&
+			jq -e --arg m "$2" '.message | contains($m)' <<<"$output" >/dev/null
+	}
+	jerr '[{"op":"unlink","path":"old"},{"op":"pwrit","idx":0}]' 'element 1: unknown op "pwrit"'
+	jerr '[{"op":"unlink","path":"old"},{"op":"pwrite","idx":0,"data":"x"}]' 'element 1 ("op":"pwrite"): missing "offset"'
+	jerr '[{"op":"unlink","path":"old","paht":"x"}]' 'element 0 ("op":"unlink"): unknown field "paht"'
+	jerr '[{"op":"unlink","path":1}]' '"path" must be a string'
+	jerr '[{"op":"write","path":"x","data":"!!","encoding":"base64"}]' 'not valid base64'
+	jerr '[{"op":"write","path":"x","data":"abc","encoding":"hex"}]' 'not valid hex'
+	jerr '[{"op":"write","path":"x","data":"a","encoding":"rot13"}]' 'unknown encoding "rot13"'
+	jerr '[{"op":"open","idx":0,"path":"f","flags":"O_WRONLY|O_CRAT"}]' 'element 0 ("op":"open"): '
+	jerr '[{"op":"open","idx":0,"path":"f","flags":"O_WRONLY; rm"}]' '"flags"'
+	jerr '[{"op":"mkdir","path":"f","mode":"0x9"}]' '"mode"'
+	jerr '[{"op":"rename","oldpath":"a","newpath":"b","flag":"sideways"}]' '"flag" must be'
+	jerr '[{"op":"unlink","path":"a","fail_on":"ne"}]' 'needs an integer "value"'
+	jerr '[{"op":"option","name":"fast"}]' '"name" must be'
+	jerr '[{"path":"a"}]' 'no "op"'
+	jerr '[17]' 'expected an object'
+	jerr $'{"op":"unlink","path":"old"}\n{"op":"frob"}' 'element 1: unknown op "frob"'
+	jq -e '.element == 1 and .line == 2' <<<"$output"
+	jerr $'[{"op":"unlink",\n "path":"old" x}]' 'line 2, column'
+	jq -e '.line == 2 and (.column|type=="number")' <<<"$output"
+	jerr '[{"op":"unlink","path":"a\nb"},{"op":"bad"}]' 'element 1'
+	[ "$(snap)" = "$before" ]
+	# a failing op names its element
+	run --separate-stderr "$FSTX" run "$D" --input json --json - <<<'[{"op":"unlink","path":"old"},{"op":"rmdir","path":"nothere"}]'
+	[ "$status" -eq 1 ]
+	envelope "$output" rolled_back
+	jq -e '.element == 1 and .op.name == "rmdir" and .results == [0,-2]
+		and (.message | startswith("element 1: rmdir"))' <<<"$output"
+	[ "$(snap)" = "$before" ]
+}
+
+@test "JSON input: a string cannot break out of its token or line" {
+	# every byte 1..255 in a name and in data: one op each, written as is
+	name=$(python3 -c 'import json; print(json.dumps({"op":"write","path":"n" + "".join(chr(c) for c in range(1,128) if chr(c) not in "/") + "\u00e9","data":"".join(chr(c) for c in range(0,256))}))')
+	run --separate-stderr "$FSTX" run "$D" --input json --json - <<<"[$name]"
+	[ "$status" -eq 0 ]
+	envelope "$output" committed
+	[ "$(ls "$D" | grep -c '^n')" -eq 1 ]
+}
+
+@test "read: a CMD that cannot be started is status error, exit 126" {
+	command -v strace >/dev/null || skip "strace missing"
+	# no process can be made: clone fails (clone3 says ENOSYS, so glibc
+	# falls back to clone)
+	run --separate-stderr env ASAN_OPTIONS=detect_leaks=0 strace -f -o /dev/null \
+		-e trace=clone,clone3 -e inject=clone:error=EAGAIN -e inject=clone3:error=ENOSYS \
+		"$FSTX" read "$D" --json -- true
+	[ "$status" -eq 126 ]
+	envelope "$output" error
+	[ "$(jq -r .errno <<<"$output")" = EAGAIN ]
+}
+
+@test "every status value fstx(1) documents is produced and checked by a test here" {
+	man="$BATS_TEST_DIRNAME/../man/fstx.1"
+	statuses=$(awk '/^\.SH JSON OUTPUT/ {on=1; next} /^\.SH/ {on=0}
+		on && /^\.BR [a-z_]+ " \(/ {print $2}' "$man")
+	[ "$(wc -w <<<"$statuses")" -ge 14 ]
+	for s in $statuses; do
+		grep -q "envelope \"\$output\" $s\$" "$BATS_TEST_FILENAME" ||
+			{ echo "status $s: no test"; return 1; }
+	done
 }

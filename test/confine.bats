@@ -16,7 +16,7 @@ setup() {
 	ln -s "$T/outside/secret" "$D/abs"
 	ln -s /proc/self/fd/3 "$D/magic"
 	ln -s ../../outside "$D/sub/up"
-	"$FSTX" status "$D" >/dev/null # creates .fstx/ before the snapshots
+	"$FSTX" run -q "$D" - </dev/null # an empty transaction creates .fstx/ before the snapshots
 	outside_before=$(watch_outside)
 }
 
@@ -120,7 +120,7 @@ refuse() {
 	before=$(snap)
 	run "$FSTX" run "$D" - <<<'open 0 "a\0b" O_WRONLY|O_CREAT'
 	[ "$status" -eq 2 ]
-	[[ "$output" == *"line 1"* ]]
+	[[ "$output" == *"<stdin>:1:"* ]]
 	[ "$(snap)" = "$before" ]
 	[ "$(watch_outside)" = "$outside_before" ]
 }
