@@ -14,7 +14,8 @@ ALL_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -fPIC $(CFLAGS)
 B := build$(if $(SAN),-san)
 
 LIB_SRC := src/os.c src/crc32c.c src/domain.c src/journal.c src/plan.c \
-	   src/trans.c src/api.c src/txtext.c src/fsfacts.c src/wal.c src/itx.c
+	   src/trans.c src/api.c src/txtext.c src/fsfacts.c src/wal.c src/itx.c \
+	   $(wildcard src/task.c)
 LIB_OBJ := $(LIB_SRC:src/%.c=$(B)/%.o)
 SOVER := 0
 VERSION := $(shell sed -n 's/^\#define FSTX_VERSION_STRING "\(.*\)"/\1/p' include/fstx.h)
@@ -45,8 +46,10 @@ $(B)/libfstx.so.$(SOVER): $(LIB_OBJ) src/libfstx.map
 		$(LDFLAGS) -o $@ $(LIB_OBJ)
 	ln -sf libfstx.so.$(SOVER) $(B)/libfstx.so
 
-$(B)/fstx: src/cli.c $(B)/libfstx.a
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ src/cli.c $(B)/libfstx.a
+# The command reads JSON input with jansson (only the command: the library
+# has no JSON).
+$(B)/fstx: src/cli.c src/cli_json.c src/cli_json.h $(B)/libfstx.a
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ src/cli.c src/cli_json.c $(B)/libfstx.a -ljansson
 
 $(B)/test_%: test/test_%.c test/helpers.c test/*.h test/faultos.c $(B)/libfstx.a
 	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes $(LDFLAGS) -o $@ $< test/helpers.c \
@@ -59,6 +62,17 @@ $(B)/seed_usertrans $(B)/ergonomic $(B)/interactive: $(B)/%: examples/%.c $(B)/l
 # libsqlite3 makes: -rdynamic exports them to it.
 $(B)/fstxbench: bench/fstxbench.c $(B)/libfstx.a
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -rdynamic -o $@ $< $(B)/libfstx.a -lsqlite3
+
+# The recorder of the block-level power-loss check (libfuse3).
+$(B)/blkrec: tools/blkrec/blkrec.c | $(B)
+	$(CC) -std=gnu11 $(WARN) $(CFLAGS) $(shell pkg-config --cflags fuse3) -o $@ $< \
+		$(shell pkg-config --libs fuse3)
+
+# Power loss on the real block I/O of ext4, xfs and btrfs: every workload,
+# variant and crash state (docs/powerloss-block.md).  Needs root.
+crashtest-block: all $(B)/blkrec
+	python3 test/blockcrash/blockcrash.py run --fstx $(B)/fstx --blkrec $(B)/blkrec \
+		--workload all,standin
 
 # Figures, not tests: every workload and method on every filesystem.
 bench: all $(B)/fstxbench
@@ -74,21 +88,25 @@ lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --std=c11 \
 		-Iinclude -Isrc --suppress=missingIncludeSystem src/ bench/
 
-# The whole suite on every filesystem, then once more under ASan+UBSan.
+# The whole suite on every filesystem (a sample of the crash/error corpus:
+# FSTX_CORPUS_FIRST transactions on the first, 12 on the others; make
+# crashtest runs all of it), then once more under ASan+UBSan, then fuzzing.
 check: deps all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 	@$(MAKE) --no-print-directory lint
-	@bash test/run.sh $(B)
+	@FSTX_CORPUS_FIRST=$${FSTX_CORPUS_FIRST-16} bash test/run.sh $(B)
 	@$(MAKE) --no-print-directory SAN=1 check-san
-	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=20
+	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=15
 
 check-san: all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
-	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 FSTX_MATRIX= FSTX_PACKAGING=0 FSTX_CORPUS_FIRST=12 FSTX_LARGE_MB=64 \
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 FSTX_MATRIX= FSTX_PACKAGING=0 \
+		FSTX_BLOCKCRASH=0 FSTX_CORPUS_FIRST=8 FSTX_LARGE_MB=64 \
 		FSTX_LABEL=asan+ubsan bash test/run.sh $(B)
 
 # The whole crash/error harness: every corpus transaction on every filesystem.
 crashtest: deps all $(TEST_BIN)
-	@FSTX_CORPUS_OTHERS=0 FSTX_SUITES="test_rollback test_crash test_powerloss" \
+	@FSTX_BLOCKCRASH=0 FSTX_CORPUS_OTHERS=0 FSTX_SUITES="test_rollback test_crash test_powerloss" \
 		bash test/run.sh $(B)
+	@$(MAKE) --no-print-directory crashtest-block
 
 # Man pages: one per function group; the other function names are symlinks.
 MAN1 := man/fstx.1
@@ -136,7 +154,7 @@ uninstall:
 # its seed corpus in fuzz/corpus/, after replaying fuzz/regress/.
 FUZZ_CC ?= clang
 FUZZ_TIME ?= 60
-FUZZ_TARGETS := fuzz_txtext fuzz_abi fuzz_journal fuzz_wal fuzz_walsync
+FUZZ_TARGETS := fuzz_txtext fuzz_abi fuzz_journal fuzz_wal fuzz_walsync fuzz_json
 FB := build-fuzz
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_FLAGS := -std=gnu11 $(WARN) -Wno-missing-prototypes -Iinclude -Isrc -Itest -g -O1 \
@@ -146,6 +164,12 @@ FUZZ_LIB := $(LIB_SRC) test/helpers.c test/faultos.c
 $(FB)/fuzz_%: fuzz/fuzz_%.c fuzz/common.h $(FUZZ_LIB) src/*.h include/fstx.h test/*.h
 	@mkdir -p $(FB)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB)
+
+# JSON input needs jansson; an explicit rule wins over the fuzz_% pattern
+$(FB)/fuzz_json: fuzz/fuzz_json.c fuzz/common.h src/cli_json.c src/cli_json.h $(FUZZ_LIB) \
+		src/*.h include/fstx.h test/*.h
+	@mkdir -p $(FB)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< src/cli_json.c $(FUZZ_LIB) -ljansson
 
 fuzz-build: $(FUZZ_TARGETS:%=$(FB)/%)
 
@@ -168,11 +192,12 @@ coverage:
 		gcov -n -o build-cov "$$f" 2>/dev/null | grep -A1 -F "File '$$f'" | tail -n 1; \
 	done
 
-demo: $(B)/fstx
+demo:
+	@$(MAKE) -s --no-print-directory $(B)/fstx
 	@bash examples/demo.sh $(B)/fstx
 
 clean:
 	rm -rf build build-san build-fuzz build-cov
 
-.PHONY: lint all check check-san crashtest demo clean deps bench install uninstall fuzz fuzz-build \
+.PHONY: lint all check check-san crashtest crashtest-block demo clean deps bench install uninstall fuzz fuzz-build \
 	coverage

@@ -54,6 +54,15 @@ tally() {
 		k=$(grep -c '^ok .* # skip' "$out")
 		p=$(($(grep -c '^ok ' "$out") - k))
 		f=$(grep -c '^not ok ' "$out")
+	elif grep -qE '^=+ .* in [0-9.]+s' "$out"; then # pytest's last line
+		read -r p f k < <(grep -E '^=+ .* in [0-9.]+s' "$out" | tail -1 | awk '{
+			for (i = 2; i < NF; i++) {
+				w = $(i + 1); sub(/,$/, "", w)
+				if (w == "passed") p = $i
+				else if (w == "failed" || w == "error" || w == "errors") f += $i
+				else if (w == "skipped") k = $i
+			}
+		} END { print p + 0, f + 0, k + 0 }')
 	else # cmocka
 		p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -1)
 		f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -1)
@@ -80,11 +89,13 @@ run_fs() {
 	# the crash and power-loss harness covers journal.c rule 8.
 	case $name in btrfs|xfs) export FSTX_CLONE_MIN=4096 ;; *) unset FSTX_CLONE_MIN ;; esac
 	echo "=== $name ($dir)"
-	for t in ${FSTX_SUITES:-test_abi test_ops test_txtext test_rollback test_crash test_powerloss test_large test_journal test_race test_bank test_wal test_itx test_lazy cli.bats confine.bats bench.bats examples}; do
+	for t in ${FSTX_SUITES:-test_abi test_ops test_txtext test_rollback test_crash test_powerloss test_large test_journal test_race test_bank test_wal test_itx test_lazy cli.bats confine.bats bench.bats examples python}; do
 		out="$WORK/$name.$t.log"
 		t0=$SECONDS
 		if [ "$t" = examples ]; then
 			(cd "$ROOT" && FSTX_TEST_DIR=$dir bash examples/run.sh "$B") >"$out" 2>&1
+		elif [ "$t" = python ]; then
+			FSTX_TEST_DIR=$dir bash "$ROOT/python/run-tests.sh" "$ROOT/$B/libfstx.so.0" >"$out" 2>&1
 		elif [ "${t%.bats}" != "$t" ]; then
 			FSTX_TEST_DIR=$dir FSTX_BIN="$ROOT/$B/fstx" FSTX_BENCH_BIN="$ROOT/$B/fstxbench" bats "$ROOT/test/$t" >"$out" 2>&1
 		else
@@ -123,9 +134,42 @@ if [ "${FSTX_PACKAGING:-1}" = 1 ]; then
 	else
 		echo "  install.bats: $p passed"
 	fi
+	out="$WORK/readme.log"
+	FSTX_BIN="$ROOT/$B/fstx" FSTX_BUILD=$B FSTX_TEST_DIR="$WORK" bats "$ROOT/test/readme.bats" >"$out" 2>&1
+	rc=$?
+	read -r p2 f2 k2 < <(tally "$out")
+	[ "$rc" -ne 0 ] && [ "$f2" -eq 0 ] && f2=1
+	if [ "$rc" -ne 0 ]; then
+		echo "  readme.bats FAILED:"
+		grep -E 'not ok|^#' "$out" | head -20 | sed 's/^/    /'
+	else
+		echo "  readme.bats: $p2 passed"
+	fi
+	p=$((p + p2)) f=$((f + f2))
 	summary+=("packaging: $p passed, $f failed")
 	total_pass=$((total_pass + p)) total_fail=$((total_fail + f))
 fi
+# Power loss on the real block I/O of ext4, xfs and btrfs (once: the check
+# makes its own small filesystems); FSTX_BLOCKCRASH=0 skips it.
+if [ "${FSTX_BLOCKCRASH:-1}" = 1 ]; then
+	echo "=== block-level power loss"
+	out="$WORK/blockcrash.log"
+	t0=$SECONDS
+	FSTX_BIN="$ROOT/$B/fstx" bats "$ROOT/test/blockcrash.bats" >"$out" 2>&1
+	rc=$?
+	read -r p f k < <(tally "$out")
+	[ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+	grep -E '^# [a-z0-9]+-[a-z]+-[a-z]+ +points' "$out" | sort -u | sed 's/^# /  /'
+	if [ "$rc" -ne 0 ]; then
+		echo "  blockcrash.bats FAILED:"
+		grep -E 'not ok|replay:|failed:|torn:' "$out" | head -30 | sed 's/^/    /'
+	else
+		echo "  blockcrash.bats: $p passed$(skipped "$k") ($((SECONDS - t0)) s)"
+	fi
+	summary+=("block-level power loss: $p passed, $f failed$(skipped "$k")")
+	total_pass=$((total_pass + p)) total_fail=$((total_fail + f)) total_skip=$((total_skip + k))
+fi
+
 for fs in ${FSTX_MATRIX-ext4 xfs btrfs tmpfs}; do
 	if [ "$(id -u)" -ne 0 ]; then
 		summary+=("$fs: skipped (not root: cannot mount)")
