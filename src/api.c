@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * api.c - the ergonomic API: domain handles and a transaction builder over
- * the seed ABI.  Builder calls only record ops; fstx_tx_commit runs them.
+ * the RFC's ABI.  Builder calls only record ops; fstx_tx_commit runs them.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -295,7 +295,7 @@ int fx_tx_poison(fstx_tx *tx, int r, const char *call, const char *a,
 #define POISON(tx, r, a, b) fx_tx_poison(tx, r, __func__, a, b)
 
 /*
- * Strict by default, per op (issue: a transaction flag could be turned
+ * Strict by default, per op (a transaction flag could be turned
  * off for every op at once): fail on a negative result, and a pwrite
  * also on a short one.  fstx_tx_expect() replaces it for its op only.
  */

@@ -300,7 +300,7 @@ int fx_txt_parse(const char *text, size_t len, int basedir, struct fx_txt *t);
 /* Most bytes "@-" or a @FILE that is a pipe may give (64 MiB; tests lower it). */
 extern size_t fx_txt_stream_max;
 void fx_txt_free(struct fx_txt *t);
-/* The parsed transaction as a seed-ABI vector (ops_completed 0). */
+/* The parsed transaction as an RFC-ABI vector (ops_completed 0). */
 void fx_txt_ut(const struct fx_txt *t, struct btrfs_ioctl_usertrans *ut);
 
 #endif

@@ -440,7 +440,7 @@ static int64_t exec_op(struct exec *X, size_t i)
 	}
 }
 
-/* The seed's conditions, evaluated against the value read before the op. */
+/* The RFC's conditions, evaluated against the value read before the op. */
 static int seed_fails(uint64_t flags, int64_t ret, int64_t want)
 {
 	return ((flags & BTRFS_IOC_UT_OP_FLAG_FAIL_ON_NE) && ret != want) ||

@@ -28,7 +28,7 @@
  *   import SRCDIR DSTDIR
  *
  * Every op is strict (fails the transaction on an error or a short write)
- * unless it carries trailing seed conditions (!ne N, !eq N, !lt N, !gt N,
+ * unless it carries trailing RFC conditions (!ne N, !eq N, !lt N, !gt N,
  * !le N, !ge N) or a leading '-' (result ignored).  Task ops are always
  * strict.
  *

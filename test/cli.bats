@@ -366,7 +366,7 @@ T
 	[ "$(head -c 4 "$D/a")" = "LAZY" ]
 }
 
-# ---- issue 26: exit codes, the JSON envelope, messages -------------------
+# ---- exit codes, the JSON envelope, messages -------------------
 
 # envelope FILE-OR-STRING STATUS: one JSON object, valid UTF-8, schema 1,
 # the status given, a message string, an errno that is a name or null.
@@ -619,7 +619,7 @@ envelope() {
 	[[ "$output" == *'"status":"committed"'* ]]
 }
 
-# ---- JSON input (issue 27) ------------------------------------------------
+# ---- JSON input -----------------------------------------------------------
 
 @test "JSON input: every op, from an array and from JSON lines" {
 	setfattr -n user.t -v 1 "$D/a" 2>/dev/null || skip "no user xattrs here"

@@ -181,7 +181,7 @@ static char *corpus_fixed(size_t i)
 /* Transaction i of the corpus (fixed ones first); caller frees. */
 static char *corpus_tx(size_t i)
 {
-	/* generated transactions keep the seeds they had with 10 fixed ones */
+	/* generated transactions keep the random seeds they had with 10 fixed ones */
 	unsigned seed = (unsigned)((i - NFIXED + 10) * 7919 + 17);
 	int fds[3] = { 0 }, nops;
 	size_t cap = 4096, len = 0;

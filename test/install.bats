@@ -98,7 +98,7 @@ pc() {
 	[ "$(cat "$W/d/obj")" = "object contents, version 2" ]
 }
 
-@test "the seed-ABI example builds against the installed header and static library" {
+@test "the RFC-ABI example builds against the installed header and static library" {
 	cc -Wall -Werror -static-libgcc -o "$W/seed" "$ROOT/examples/seed_usertrans.c" \
 		$(pc --cflags fstx) "$P/lib/libfstx.a"
 	run ldd "$W/seed"

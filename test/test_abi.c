@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* test_abi.c - the seed ABI: layout, validation, FAIL_ON flags, results. */
+/* test_abi.c - the ABI of the 2009 btrfs USERTRANS RFC: layout, validation, FAIL_ON flags, results. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -152,7 +152,7 @@ static void validation(void **state)
 	expect_invalid(d, ops, 1, FSTX_MAX_FDS + 1, 0);
 }
 
-/* One failing unlink with each FAIL_ON flag: fails or not as the seed says. */
+/* One failing unlink with each FAIL_ON flag: fails or not as the RFC says. */
 static void fail_on_flags(void **state)
 {
 	const char *d = *state;
@@ -223,7 +223,7 @@ static void canceled(void **state)
 	free(after);
 }
 
-/* No flags: a failing op does not fail the transaction (seed behaviour). */
+/* No flags: a failing op does not fail the transaction (the RFC's behaviour). */
 static void no_flags_continue(void **state)
 {
 	const char *d = *state;

@@ -286,7 +286,7 @@ static void ergonomic(void **state)
 	assert_non_null(got);
 	free(got);
 
-	/* expect(): the seed's condition replaces strictness */
+	/* expect(): the RFC's condition replaces strictness */
 	assert_int_equal(fstx_tx_new(dom, &tx), 0);
 	assert_int_equal(fstx_tx_unlink(tx, "nothing"), 0);
 	assert_int_equal(fstx_tx_expect(tx, BTRFS_IOC_UT_OP_FLAG_FAIL_ON_NE, -ENOENT), 0);
