@@ -123,9 +123,7 @@ struct opts {
 
 static const char *errname(long e)
 {
-	const char *s = e ? strerrorname_np((int)(e < 0 ? -e : e)) : NULL;
-
-	return s ? s : "E?";
+	return fx_errname(e);
 }
 
 /* Length of the valid UTF-8 sequence at s (n bytes left), 0 if none. */
@@ -336,61 +334,6 @@ static int op_paths(const struct fx_txt *t, long i, const char *p[2])
 	}
 }
 
-/*
- * The failed op as the user wrote it, with every name it involves: both
- * paths of link and rename, the file behind an fd, the xattr name.
- */
-static void describe_op(const struct fx_txt *t, long i, char *buf, size_t n)
-{
-	const struct btrfs_ioctl_usertrans_op *op = &t->ops[i];
-	const char *name = fstx_op_name(op->op), *a, *b;
-
-	switch (op->op) {
-	case BTRFS_IOC_UT_OP_CLOSE:
-	case BTRFS_IOC_UT_OP_PWRITE:
-		a = fd_path(t, i, op->args[0]);
-		snprintf(buf, n, "%s fd %lld (\"%s\")", name, (long long)op->args[0],
-			 a ? a : "?");
-		break;
-	case BTRFS_IOC_UT_OP_CLONERANGE:
-		a = fd_path(t, i, op->args[0]);
-		b = fd_path(t, i, op->args[1]);
-		snprintf(buf, n, "%s into fd %lld (\"%s\") from fd %lld (\"%s\")", name,
-			 (long long)op->args[0], a ? a : "?", (long long)op->args[1],
-			 b ? b : "?");
-		break;
-	case BTRFS_IOC_UT_OP_LINK:
-	case FSTX_OP_RENAME:
-		snprintf(buf, n, "%s \"%s\" to \"%s\"", name, ARG(op, 0), ARG(op, 1));
-		break;
-	case FSTX_OP_SYMLINK:
-		snprintf(buf, n, "%s \"%s\" (to \"%s\")", name, ARG(op, 1), ARG(op, 0));
-		break;
-	case BTRFS_IOC_UT_OP_SETXATTR:
-	case BTRFS_IOC_UT_OP_REMOVEXATTR:
-	case FSTX_OP_ASSERT_XATTR:
-		snprintf(buf, n, "%s \"%s\" %s", name, ARG(op, 0), ARG(op, 1));
-		break;
-	default:
-		snprintf(buf, n, "%s \"%s\"", name, ARG(op, 0));
-	}
-}
-
-/* Why op failed, in words; strerror where it says it well. */
-static const char *reason(const struct btrfs_ioctl_usertrans_op *op, long e)
-{
-	if (e == -ECANCELED && fx_op_is_assert(op->op))
-		return "assertion does not hold";
-	switch (-e) {
-	case EXDEV:
-		return "the path leaves the domain, or the file is also linked from outside it";
-	case ESTALE:
-		return "changed by another process while the transaction ran";
-	case ECANCELED:
-		return "result failed its condition";
-	}
-	return strerror((int)-e);
-}
 
 /* ---- fstx run ------------------------------------------------------- */
 
@@ -671,7 +614,7 @@ static void run_failed(struct run *R, fstx_domain *d, long ret, struct outcome *
 			 R->dir, strerror((int)-ret), errname(ret));
 		goto say;
 	}
-	describe_op(t, f, what, sizeof(what));
+	fx_describe_op(t->ops, (size_t)f, what, sizeof(what));
 	if (ret == -ECANCELED && fx_op_is_assert(t->ops[f].op)) {
 		/* compare ops run before any other op: nothing else ran */
 		out->status = "conflict";
@@ -679,13 +622,13 @@ static void run_failed(struct run *R, fstx_domain *d, long ret, struct outcome *
 		out->show_results = RES_FAILED;
 		snprintf(out->msg, sizeof(out->msg), "%s%s: %s (%s); a conflict: the "
 			 "tree is not as the transaction expects, nothing changed",
-			 at, what, reason(&t->ops[f], ret), errname(ret));
+			 at, what, fx_op_reason(&t->ops[f], ret), errname(ret));
 		goto say;
 	}
 	out->status = "rolled_back";
 	out->ex = EX_ROLLED;
 	snprintf(out->msg, sizeof(out->msg), "%s%s: %s (%s); transaction rolled "
-		 "back, nothing changed", at, what, reason(&t->ops[f], ret),
+		 "back, nothing changed", at, what, fx_op_reason(&t->ops[f], ret),
 		 errname(ret));
 say:
 	say(R->o, "%s", out->msg);
