@@ -86,9 +86,25 @@
  *     process leaves exactly what rules 2-6 describe and recovery is the
  *     same; power loss may lose or tear any of it.
  *
+ * On-disk records (host byte order, little-endian on every platform fstx
+ * builds for; records start at 8-byte boundaries):
+ *
+ *   header (32 bytes)          STEP payload
+ *   off len field              off   len  field
+ *     0   4 magic "FXJ1"         0     4  kind (enum fx_step_kind)
+ *     4   2 type (J_*)           4     4  mode
+ *     6   2 reserved             8     4  op index
+ *     8   4 payload length      12     4  n1, then n1 bytes: src path
+ *    12   4 sequence number      .     4  n2, then n2 bytes: dst path
+ *    16   8 transaction id       .     4  n3, then n3 bytes: aux (target)
+ *    24   4 CRC-32C              .     8  inode it moves (rule 5a; journals
+ *    28   4 padding                       written before it lack the field)
+ *
  * Power-loss model: file data not covered by a barrier may be lost or torn;
  * namespace operations are assumed to persist in order (a prefix), as the
- * journaling filesystems fstx supports (ext4, xfs, btrfs) provide.
+ * journaling filesystems fstx supports (ext4, xfs, btrfs) provide, except
+ * what a barrier on one object makes durable early (btrfs's fsync log:
+ * that object's names), which rules 1 and 5a allow for.
  */
 #define _GNU_SOURCE
 #include "internal.h"
