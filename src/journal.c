@@ -58,8 +58,12 @@
  *     Then sizes, data ranges and xattrs of initial objects are restored at
  *     their initial paths (checked by inode number).  Undo is idempotent, so
  *     a crash during recovery is recovered by running it again.
- *  6. Commit: after the changes, syncfs() of the domain's filesystem
- *     (barrier 2) makes every change durable at once; then a COMMIT record
+ *  6. Commit: after the changes, barrier 2 makes every change durable:
+ *     one fsync of each object the transaction changed (the files it
+ *     wrote, truncated or gave xattrs, both parent directories of every
+ *     step), or, past 16 objects, syncfs() of the domain's filesystem
+ *     (trans.c, struct syncset; test_powerloss models per-object
+ *     durability and fails without the source directories); then a COMMIT record
  *     is written at the next 512-byte boundary after END (so one sector
  *     holds it whole) and fdatasync()ed (barrier 3): that is the commit
  *     point.  A journal with a valid COMMIT needs no undo.  Afterwards the

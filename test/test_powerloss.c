@@ -52,6 +52,7 @@ struct meta {          /* one unsynced namespace/xattr change */
 	ssize_t vlen;      /* -1: was absent */
 	uint64_t obj, obj2; /* inodes the change names (obj2: exchange) */
 	int synced;        /* a barrier covered it (see barrier()) */
+	int sa, sb;        /* the directory of a (of b) was fsynced since */
 };
 
 struct data {          /* one unsynced data change of inode ino */
@@ -183,8 +184,16 @@ static void synced_object(int fd, const struct stat *st)
 	for (size_t i = 0; i < pl.nm; i++) {
 		struct meta *m = &pl.m[i];
 
-		if (m->obj == st->st_ino || m->obj2 == st->st_ino ||
-		    (dir && (parent_is(m->a, dir) || parent_is(m->b, dir))))
+		if (m->obj == st->st_ino || m->obj2 == st->st_ino)
+			m->synced = 1;
+		if (!dir)
+			continue;
+		m->sa |= parent_is(m->a, dir);
+		m->sb |= parent_is(m->b, dir);
+		/* a rename persists through its directories when both are
+		 * synced: one alone may keep both names, or neither */
+		if (m->kind == M_RENAME || m->kind == M_EXCHANGE ? m->sa && m->sb
+								  : m->sa || m->sb)
 			m->synced = 1;
 	}
 	free(dir);
