@@ -743,3 +743,32 @@ J
 			{ echo "status $s: no test"; return 1; }
 	done
 }
+
+# ---- task-level ops ---------------------------------------------------------
+
+@test "run: task-level ops write, replace, copy-in and a site publish in two lines" {
+	mkdir -p "$BATS_TEST_TMPDIR/site/css" "$D/releases"
+	echo hi > "$BATS_TEST_TMPDIR/site/index.html"
+	echo 'body{}' > "$BATS_TEST_TMPDIR/site/css/a.css"
+	ln -s index.html "$BATS_TEST_TMPDIR/site/home.html"
+	printf 'import site releases/v2\nsymlink releases/v2 current replace\n' > "$BATS_TEST_TMPDIR/pub.tx"
+	run "$FSTX" run "$D" "$BATS_TEST_TMPDIR/pub.tx"
+	[ "$status" -eq 0 ]
+	[ "$(readlink "$D/current")" = releases/v2 ]
+	[ "$(cat "$D/current/css/a.css")" = 'body{}' ]
+	[ "$(readlink "$D/releases/v2/home.html")" = index.html ]
+	echo conf > "$BATS_TEST_TMPDIR/src.conf"
+	printf 'write a.conf "a=1\\n" 0600\nreplace b.conf "b=2\\n"\ncopy-in src.conf c.conf\n' > "$BATS_TEST_TMPDIR/t.tx"
+	run "$FSTX" run "$D" "$BATS_TEST_TMPDIR/t.tx"
+	[ "$status" -eq 0 ]
+	[ "$(cat "$D/a.conf")" = a=1 ]
+	[ "$(stat -c %a "$D/a.conf")" = 600 ]
+	[ "$(cat "$D/b.conf")" = b=2 ]
+	[ "$(cat "$D/c.conf")" = conf ]
+	# a later failing op rolls the task ops back too
+	printf 'replace a.conf "changed\\n"\nunlink no-such-file\n' > "$BATS_TEST_TMPDIR/f.tx"
+	run "$FSTX" run "$D" "$BATS_TEST_TMPDIR/f.tx"
+	[ "$status" -eq 1 ]
+	[ "$(cat "$D/a.conf")" = a=1 ]
+	[ -z "$(ls -A "$D" | grep fstx-tmp)" ]
+}

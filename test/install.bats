@@ -132,3 +132,22 @@ pc() {
 	# and install again works (for the other tests' teardown order)
 	make -C "$ROOT" --no-print-directory -s B="$B" PREFIX=/usr DESTDIR="$DEST" install
 }
+
+@test "make install PREFIX=\$HOME/.local works for a user without root" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root to act as another user"
+	command -v setpriv >/dev/null || skip "setpriv missing"
+	git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1 || skip "not a git checkout"
+	chmod 755 "$W"
+	mkdir -p "$W/src" "$W/home"
+	git -C "$ROOT" ls-files -z | tar -C "$ROOT" --null -T - -cf - | tar -C "$W/src" -xf -
+	chown -R 65534:65534 "$W/src" "$W/home"
+	run setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$W/home" \
+		make -C "$W/src" -s -j2 install PREFIX="$W/home/.local"
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %u "$W/home/.local/bin/fstx")" -eq 65534 ]
+	run env LD_LIBRARY_PATH="$W/home/.local/lib" "$W/home/.local/bin/fstx" --version
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"$(sed -n 's/^#define FSTX_VERSION_STRING "\(.*\)"/\1/p' "$ROOT/include/fstx.h")"* ]]
+	[ -f "$W/home/.local/lib/pkgconfig/fstx.pc" ]
+	[ -f "$W/home/.local/share/man/man1/fstx.1" ]
+}
