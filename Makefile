@@ -89,17 +89,22 @@ lint:
 		-Iinclude -Isrc --suppress=missingIncludeSystem src/ bench/
 
 # The whole suite on every filesystem (a sample of the crash/error corpus:
-# FSTX_CORPUS_FIRST transactions on the first, 12 on the others; make
-# crashtest runs all of it), then once more under ASan+UBSan, then fuzzing.
+# 8 transactions on the first filesystem, 4 on the others, 256 MiB for
+# test_large; make crashtest runs all of the corpus), then once more under
+# ASan+UBSan, then fuzzing.  About 30 minutes on 2 CPUs.
 check: deps all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 	@$(MAKE) --no-print-directory lint
-	@FSTX_CORPUS_FIRST=$${FSTX_CORPUS_FIRST-16} bash test/run.sh $(B)
+	@FSTX_CORPUS_FIRST=$${FSTX_CORPUS_FIRST-8} FSTX_CORPUS_OTHERS=$${FSTX_CORPUS_OTHERS-4} \
+		FSTX_LARGE_MB=$${FSTX_LARGE_MB-256} FSTX_BANK_TX_FIRST=$${FSTX_BANK_TX_FIRST-300} \
+		bash test/run.sh $(B)
 	@$(MAKE) --no-print-directory SAN=1 check-san
 	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=15
 
 check-san: all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 FSTX_MATRIX= FSTX_PACKAGING=0 \
-		FSTX_BLOCKCRASH=0 FSTX_CORPUS_FIRST=8 FSTX_LARGE_MB=64 \
+		FSTX_BLOCKCRASH=0 FSTX_CORPUS_FIRST=4 FSTX_LARGE_MB=64 FSTX_BANK_TX_FIRST=100 \
+		FSTX_SUITES="test_abi test_ops test_txtext test_rollback test_crash test_powerloss \
+		test_large test_journal test_race test_bank test_wal test_itx test_lazy cli.bats" \
 		FSTX_LABEL=asan+ubsan bash test/run.sh $(B)
 
 # The whole crash/error harness: every corpus transaction on every filesystem.
