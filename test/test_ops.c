@@ -519,7 +519,15 @@ static void barriers(void **state)
 			fo_remove();
 			if (nosync) {
 				assert_int_equal(fo.barriers, 0);
+			} else if (t < 2) {
+				/* barrier 2 fsyncs what changed: unlink old:
+				 * its directory and .fstx/trash; the second:
+				 * the file a and the directory d */
+				assert_int_equal(fo.fdatasyncs, 2);
+				assert_int_equal(fo.syncfses, 0);
+				assert_int_equal(fo.fsyncs, 2);
 			} else {
+				/* past 16 objects, one syncfs */
 				assert_int_equal(fo.fdatasyncs, 2);
 				assert_int_equal(fo.syncfses, 1);
 				assert_int_equal(fo.fsyncs, 0);
