@@ -712,7 +712,7 @@ static int has_domain(const char *dir)
 static int cmd_recover(const struct opts *o)
 {
 	const char *dir = o->pos[0];
-	char msg[PATH_MAX + 256];
+	char msg[2 * PATH_MAX + 512];
 	fstx_domain *d = NULL;
 	const char *status;
 	int r = has_domain(dir), ex;
@@ -739,9 +739,16 @@ static int cmd_recover(const struct opts *o)
 	} else {
 		status = "wedged";
 		ex = EX_WEDGED;
-		snprintf(msg, sizeof(msg), "recover %s: %s (%s)%s", dir, strerror(-r),
+		snprintf(msg, sizeof(msg), "recover %s: %s (%s)%s%s%s", dir, strerror(-r),
 			 errname(r), r == -EUCLEAN ? ": the journal is corrupt; "
-			 "nothing was applied" : "");
+			 "nothing was applied. The journal (" : "",
+			 r == -EUCLEAN ? dir : "",
+			 r == -EUCLEAN ? "/.fstx/journal) or a progress mark beside it "
+			 "(.fstx/step.*) fails its checks, so fstx cannot tell which "
+			 "changes of the interrupted transaction reached the tree. Keep "
+			 "a copy of .fstx/ for a bug report, check the files that "
+			 "transaction touched, then remove .fstx/journal and "
+			 ".fstx/step.* and run fstx recover again" : "");
 		say(o, "%s", msg);
 	}
 	if (o->json) {

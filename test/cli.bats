@@ -178,6 +178,9 @@ T
 	run "$FSTX" recover "$D"
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"corrupt"* ]]
+	# it names the file and says what a person can do
+	[[ "$output" == *"$D/.fstx/journal"* ]]
+	[[ "$output" == *"remove .fstx/journal and .fstx/step.* and run fstx recover again"* ]]
 	printf 'unlink old\n' > "$TX/t.tx"
 	run "$FSTX" run "$D" "$TX/t.tx"
 	[ "$status" -eq 3 ]
