@@ -191,9 +191,10 @@ def standin(root):
 
 # Where the recover variant kills the first transaction (strace injects
 # SIGKILL on entry to the Nth call of the syscall): part way through its
-# steps where it has several, else just before its commit point.
+# steps where it has several, else at the first fsync of barrier 2
+# (the changes made, no commit record yet).
 KILL_AT = {
-    "overwrite": ("syncfs", 1),
+    "overwrite": ("fsync", 1),
     "objput": ("renameat2", 2),
     "replace": ("renameat2", 4),
     "many": ("renameat2", 150),
@@ -201,5 +202,5 @@ KILL_AT = {
     "failing": ("renameat2", 7),
     "lazy": ("pwrite64", 13),
     "crashonly": ("renameat2", 8),
-    "twice": ("syncfs", 1),
+    "twice": ("fsync", 1),
 }
