@@ -98,7 +98,7 @@ check: deps all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 		FSTX_LARGE_MB=$${FSTX_LARGE_MB-256} FSTX_BANK_TX_FIRST=$${FSTX_BANK_TX_FIRST-300} \
 		bash test/run.sh $(B)
 	@$(MAKE) --no-print-directory SAN=1 check-san
-	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=15
+	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=10
 
 check-san: all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 FSTX_MATRIX= FSTX_PACKAGING=0 \
