@@ -299,7 +299,7 @@ int fx_tx_poison(fstx_tx *tx, int r, const char *call, const char *a,
  * off for every op at once): fail on a negative result, and a pwrite
  * also on a short one.  fstx_tx_expect() replaces it for its op only.
  */
-static void strict(struct btrfs_ioctl_usertrans_op *op)
+void fx_op_strict(struct btrfs_ioctl_usertrans_op *op)
 {
 	if (op->op == BTRFS_IOC_UT_OP_PWRITE) {
 		op->flags = BTRFS_IOC_UT_OP_FLAG_FAIL_ON_NE;
@@ -334,7 +334,7 @@ static struct btrfs_ioctl_usertrans_op *add(fstx_tx *tx, uint64_t opn)
 /* The op just filled in: made strict and counted. */
 static void done(fstx_tx *tx)
 {
-	strict(&tx->ops[tx->nops]);
+	fx_op_strict(&tx->ops[tx->nops]);
 	tx->nops++;
 }
 
@@ -597,7 +597,7 @@ int fstx_tx_set_flags(fstx_tx *tx, uint64_t flags)
 	if ((flags & ~TX_FLAGS) ||
 	    ((flags & FSTX_UT_LAZY) && (flags & FSTX_UT_NOSYNC)))
 		return POISON(tx, -EINVAL, NULL, NULL);
-	/* strictness lives in each op (strict()): no flag turns it off */
+	/* strictness lives in each op (fx_op_strict()): no flag turns it off */
 	tx->flags = flags | FSTX_UT_STRICT;
 	return 0;
 }

@@ -248,6 +248,9 @@ void fx_describe_op(const struct btrfs_ioctl_usertrans_op *ops, size_t i,
 const char *fx_op_reason(const struct btrfs_ioctl_usertrans_op *op, long e);
 /* "ENOENT" for -ENOENT (or ENOENT); "E?" if unknown. */
 const char *fx_errname(long e);
+/* Make op strict: it fails the transaction on a negative result, a pwrite
+ * also on a short write (the ergonomic API's and the text's default). */
+void fx_op_strict(struct btrfs_ioctl_usertrans_op *op);
 
 /* ---- trans.c ---- */
 struct btrfs_ioctl_usertrans;

@@ -761,18 +761,6 @@ static const struct opdef opdefs[] = {
 };
 #define NOPDEFS (sizeof(opdefs) / sizeof(opdefs[0]))
 
-/* An op that fails the transaction on any error or a short write. */
-static void strict(struct btrfs_ioctl_usertrans_op *op)
-{
-	if (op->op == BTRFS_IOC_UT_OP_PWRITE) {
-		op->flags = BTRFS_IOC_UT_OP_FLAG_FAIL_ON_NE;
-		op->rval = op->args[2];
-	} else {
-		op->flags = BTRFS_IOC_UT_OP_FLAG_FAIL_ON_LT;
-		op->rval = 0;
-	}
-}
-
 /* Append an op of code to the vector, from the current line; NULL: error
  * (-ENOMEM or too many ops, in *err). */
 static struct btrfs_ioctl_usertrans_op *emit(struct ps *p, uint64_t code, int *err)
@@ -935,7 +923,7 @@ static int t_emit(struct ps *p, uint64_t code, __s64 a0, __s64 a1, __s64 a2,
 	op->args[1] = a1;
 	op->args[2] = a2;
 	op->args[3] = a3;
-	strict(op);
+	fx_op_strict(op);
 	return 0;
 }
 
@@ -1333,7 +1321,7 @@ static int line(struct ps *p)
 	if ((r = args(p, d, op, n)) < 0)
 		return r;
 	if (!have && !ignore)
-		strict(op);
+		fx_op_strict(op);
 	return 0;
 }
 
