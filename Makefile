@@ -98,6 +98,7 @@ check: deps all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 		FSTX_LARGE_MB=$${FSTX_LARGE_MB-256} FSTX_BANK_TX_FIRST=$${FSTX_BANK_TX_FIRST-300} \
 		bash test/run.sh $(B)
 	@$(MAKE) --no-print-directory SAN=1 check-san
+	@$(MAKE) --no-print-directory -j2 fuzz-build
 	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=10
 
 check-san: all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
