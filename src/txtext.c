@@ -480,49 +480,68 @@ static int openflags(struct ps *p, int i, __s64 *out)
 }
 
 /*
+ * read(2) fd to its end, the buffer doubling from 64 KiB: 0, -EFBIG past
+ * max bytes, or the -errno of the read or allocation that failed (a read
+ * cut by a signal is retried).  *out is freed with free(3).
+ */
+static int read_to_end(int fd, size_t max, char **out, size_t *len)
+{
+	size_t cap = 65536, n = 0;
+	char *buf = fx_malloc(cap), *nb;
+	ssize_t got;
+
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		if (n == cap) {
+			nb = cap <= SIZE_MAX / 2 ? fx_realloc(buf, cap * 2) : NULL;
+			if (!nb) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		got = fx_os.read(fd, buf + n, cap - n);
+		if (got == -EINTR)
+			continue;
+		if (got < 0) {
+			free(buf);
+			return (int)got;
+		}
+		if (got == 0)
+			break;
+		n += (size_t)got;
+		if (n > max) {
+			free(buf);
+			return -EFBIG;
+		}
+	}
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+/*
  * Read a stream (pipe, FIFO, standard input) to its end: at most
  * fx_txt_stream_max bytes, more is an error.  The buffer is kept.
  */
 static int readstream(struct ps *p, int i, int fd, const char *what,
 		      char **buf, size_t *len)
 {
-	size_t cap = 65536, n = 0, max = fx_txt_stream_max;
-	char *b = fx_malloc(cap), *nb;
-	ssize_t got;
+	size_t max = fx_txt_stream_max;
+	char *b;
+	int r = read_to_end(fd, max, &b, len);
 
-	if (!b)
-		return -ENOMEM;
-	for (;;) {
-		if (n == cap) {
-			nb = fx_realloc(b, cap * 2);
-			if (!nb) {
-				free(b);
-				return -ENOMEM;
-			}
-			b = nb;
-			cap *= 2;
-		}
-		got = fx_os.read(fd, b + n, cap - n);
-		if (got == -EINTR)
-			continue;
-		if (got < 0) {
-			free(b);
-			return perr(p, i, "%s: %s", what, strerror((int)-got));
-		}
-		if (got == 0)
-			break;
-		n += (size_t)got;
-		if (n > max) {
-			free(b);
-			return perr(p, i, "%s: more than %zu bytes (the limit of "
-				    "@- and of pipes)", what, max);
-		}
-	}
+	if (r == -EFBIG)
+		return perr(p, i, "%s: more than %zu bytes (the limit of "
+			    "@- and of pipes)", what, max);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
+		return perr(p, i, "%s: %s", what, strerror(-r));
 	*buf = keep(p, b);
-	if (!*buf)
-		return -ENOMEM;
-	*len = n;
-	return 0;
+	return *buf ? 0 : -ENOMEM;
 }
 
 /* A regular file of st_size bytes (at most max), read with pread; the
@@ -1332,34 +1351,7 @@ static int line(struct ps *p)
  */
 int fx_txt_read(int fd, char **out, size_t *len)
 {
-	size_t cap = 65536, n = 0;
-	char *buf = fx_malloc(cap), *nb;
-	ssize_t got;
-
-	if (!buf)
-		return -ENOMEM;
-	for (;;) {
-		if (n == cap) {
-			nb = cap <= SIZE_MAX / 2 ? fx_realloc(buf, cap * 2) : NULL;
-			if (!nb) {
-				free(buf);
-				return -ENOMEM;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		got = fx_os.read(fd, buf + n, cap - n);
-		if (got < 0) {
-			free(buf);
-			return (int)got;
-		}
-		if (got == 0)
-			break;
-		n += (size_t)got;
-	}
-	*out = buf;
-	*len = n;
-	return 0;
+	return read_to_end(fd, SIZE_MAX, out, len);
 }
 
 size_t fx_txt_stream_max = 64 << 20;
