@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "cli_json.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -189,17 +190,6 @@ static int b64val(int c)
 	return -1;
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Base64 (standard or URL alphabet, padding optional): bytes, or -1. */
 static long unbase64(const char *s, size_t n, unsigned char *dst)
 {
@@ -231,7 +221,7 @@ static long unhex(const char *s, size_t n, unsigned char *dst)
 	if (n % 2)
 		return -1;
 	for (size_t i = 0; i < n / 2; i++) {
-		int a = hexval((unsigned char)s[2 * i]), b = hexval((unsigned char)s[2 * i + 1]);
+		int a = fx_hexval((unsigned char)s[2 * i]), b = fx_hexval((unsigned char)s[2 * i + 1]);
 
 		if (a < 0 || b < 0)
 			return -1;

@@ -302,6 +302,8 @@ int fx_txt_parse_named(const char *text, size_t len, int basedir,
 int fx_txt_parse(const char *text, size_t len, int basedir, struct fx_txt *t);
 /* Most bytes "@-" or a @FILE that is a pipe may give (64 MiB; tests lower it). */
 extern size_t fx_txt_stream_max;
+/* The value of a hex digit, -1 for any other character. */
+int fx_hexval(int c);
 void fx_txt_free(struct fx_txt *t);
 /* The parsed transaction as an RFC-ABI vector (ops_completed 0). */
 void fx_txt_ut(const struct fx_txt *t, struct btrfs_ioctl_usertrans *ut);

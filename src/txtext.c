@@ -297,7 +297,7 @@ static void *keep(struct ps *p, void *buf)
 	return buf;
 }
 
-static int hexval(int c)
+int fx_hexval(int c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -362,8 +362,8 @@ static int tokenize(struct ps *p, char *line, const char *end)
 			case 'r': *o++ = '\r'; break;
 			case '0': *o++ = '\0'; break;
 			case 'x':
-				if (end - s < 2 || (a = hexval(s[0])) < 0 ||
-				    (b = hexval(s[1])) < 0)
+				if (end - s < 2 || (a = fx_hexval(s[0])) < 0 ||
+				    (b = fx_hexval(s[1])) < 0)
 					return perr_off(p, (size_t)(s - 2 - line),
 							"bad \\x escape (want \\xHH)");
 				*o++ = (char)(a << 4 | b);
@@ -662,7 +662,7 @@ static int data(struct ps *p, int i, __s64 *ptr, __s64 *len)
 		if (!buf)
 			return -ENOMEM;
 		for (n = 0; n < hl / 2; n++) {
-			int a = hexval(h[2 * n]), b = hexval(h[2 * n + 1]);
+			int a = fx_hexval(h[2 * n]), b = fx_hexval(h[2 * n + 1]);
 
 			if (a < 0 || b < 0)
 				return perr(p, i, "DATA: bad hex digit");
