@@ -91,7 +91,7 @@ lint:
 # The whole suite on every filesystem (a sample of the crash/error corpus:
 # 8 transactions on the first filesystem, 4 on the others, 256 MiB for
 # test_large; make crashtest runs all of the corpus), then once more under
-# ASan+UBSan, then fuzzing.  About 30 minutes on 2 CPUs.
+# ASan+UBSan, then fuzzing.  About 35 minutes on 2 CPUs.
 check: deps all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 	@$(MAKE) --no-print-directory lint
 	@FSTX_CORPUS_FIRST=$${FSTX_CORPUS_FIRST-8} FSTX_CORPUS_OTHERS=$${FSTX_CORPUS_OTHERS-4} \
