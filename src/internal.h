@@ -171,7 +171,11 @@ int fx_recover_locked(struct fstx_domain *d);
 /* ignore_commit: undo even a committed journal (its barrier failed). */
 int fx_recover_mode(struct fstx_domain *d, int ignore_commit);
 
-int fx_move(struct fstx_domain *d, const char *src, const char *dst);
+/* Rename src to dst (RENAME_NOREPLACE); both parents into ss (may be
+ * NULL) when it happened. */
+struct fx_syncset;
+int fx_move(struct fstx_domain *d, const char *src, const char *dst,
+	    struct fx_syncset *ss);
 /* Before-image ranges this long are cloned where reflink works. */
 extern uint64_t fx_clone_min;
 

@@ -55,22 +55,30 @@
  *     durable when any process fsyncs it, and nothing orders the mark's
  *     rename with it.  Proved by test_powerloss power_loss_fsync and
  *     blockcrash.bats (bgsync variants).
+ *  5b. Below the mark too, a MOVE is reversed only while its inode is at
+ *     its destination: an undo cut short by power loss may have made some
+ *     of its own reversals durable and not others (its end fsyncs each
+ *     object it changed, rule 6, not the whole filesystem), so a later
+ *     name may already hold the object that was there before.  Proved by
+ *     test_powerloss power_loss (corpus 11: replace, then a failing op).
  *     Then sizes, data ranges and xattrs of initial objects are restored at
  *     their initial paths (checked by inode number).  Undo is idempotent, so
  *     a crash during recovery is recovered by running it again.
  *  6. Commit: after the changes, barrier 2 makes every change durable:
  *     one fsync of each object the transaction changed (the files it
  *     wrote, truncated or gave xattrs, both parent directories of every
- *     step), or, past 16 objects, syncfs() of the domain's filesystem
- *     (trans.c, struct syncset; test_powerloss models per-object
- *     durability and fails without the source directories); then a COMMIT record
+ *     step), never the whole filesystem (syncset.h; test_powerloss models
+ *     per-object durability and fails without the source directories);
+ *     then a COMMIT record
  *     is written at the next 512-byte boundary after END (so one sector
  *     holds it whole) and fdatasync()ed (barrier 3): that is the commit
  *     point.  A journal with a valid COMMIT needs no undo.  Afterwards the
  *     journal is truncated to 0 and trash emptied without a barrier: if
  *     that is lost, recovery finds the COMMIT and only cleans up.
  *     If barrier 3 fails, the transaction is rolled back from the intact
- *     journal, ignoring its COMMIT.  Recovery ends with syncfs, truncate,
+ *     journal, ignoring its COMMIT.  An undo ends with one fsync of each
+ *     object it changed back (the files it restored, both parent
+ *     directories of every step it reversed or removed), then truncate,
  *     fdatasync.
  *  7. A failed barrier is never retried as if it had succeeded: the
  *     transaction is rolled back and the handle latches the error.
@@ -112,6 +120,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "syncset.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -591,6 +600,7 @@ struct jr {
 	uint64_t txid;
 	int have_begin;
 	int committed;
+	struct fx_syncset *ss; /* what the undo changed (rule 6) */
 };
 
 /* A cursor over a record's payload: bad once it read past the end or found
@@ -898,7 +908,8 @@ static int journal_load(struct jr *j)
 	return m ? -EUCLEAN : 0;
 }
 
-static int remove_path(struct fstx_domain *d, const char *p, int dir)
+static int remove_path(struct fstx_domain *d, const char *p, int dir,
+		       struct fx_syncset *ss)
 {
 	const char *name;
 	int dfd = fx_parent(d, p, &name), r;
@@ -908,11 +919,14 @@ static int remove_path(struct fstx_domain *d, const char *p, int dir)
 	if (dfd < 0)
 		return dfd;
 	r = fx_os.unlinkat(dfd, name, dir ? AT_REMOVEDIR : 0);
+	if (r == 0)
+		fx_ss_dir(ss, dfd);
 	fx_os.close(dfd);
 	return r == -ENOENT ? 0 : r;
 }
 
-int fx_move(struct fstx_domain *d, const char *src, const char *dst)
+int fx_move(struct fstx_domain *d, const char *src, const char *dst,
+	    struct fx_syncset *ss)
 {
 	const char *sn, *dn;
 	int sfd, dfd, r;
@@ -926,6 +940,10 @@ int fx_move(struct fstx_domain *d, const char *src, const char *dst)
 		return dfd;
 	}
 	r = fx_os.renameat2(sfd, sn, dfd, dn, RENAME_NOREPLACE);
+	if (r == 0) {
+		fx_ss_dir(ss, sfd);
+		fx_ss_dir(ss, dfd);
+	}
 	fx_os.close(sfd);
 	fx_os.close(dfd);
 	return r;
@@ -939,22 +957,23 @@ int fx_move(struct fstx_domain *d, const char *src, const char *dst)
  * makes.
  */
 static int move_back(struct fstx_domain *d, const struct fx_step *s,
-		     const struct stat *st)
+		     const struct stat *st, struct fx_syncset *ss)
 {
-	struct stat ss;
-	int r = fx_lstat(d, s->src, &ss);
+	struct stat cur;
+	int r = fx_lstat(d, s->src, &cur);
 
 	if (r == -ENOENT)
-		return fx_move(d, s->dst, s->src);
+		return fx_move(d, s->dst, s->src, ss);
 	if (r < 0)
 		return r;
-	if (ss.st_ino == st->st_ino && !S_ISDIR(st->st_mode))
-		return remove_path(d, s->dst, 0);
+	if (cur.st_ino == st->st_ino && !S_ISDIR(st->st_mode))
+		return remove_path(d, s->dst, 0, ss);
 	return -EUCLEAN;
 }
 
 /* Rule 5: undo one step if it happened. */
-static int undo_step(struct fstx_domain *d, const struct fx_step *s)
+static int undo_step(struct fstx_domain *d, const struct fx_step *s,
+		     struct fx_syncset *ss)
 {
 	struct stat st;
 	int b;
@@ -966,11 +985,15 @@ static int undo_step(struct fstx_domain *d, const struct fx_step *s)
 			return 0;
 		if (b < 0)
 			return b;
-		return move_back(d, s, &st);
+		/* another inode there: this step was undone already (an undo
+		 * cut short, part of it durable) or never happened (rule 5b) */
+		if (s->ino && (uint64_t)st.st_ino != s->ino)
+			return 0;
+		return move_back(d, s, &st, ss);
 	case FX_ST_MKDIR:
-		return remove_path(d, s->dst, 1);
+		return remove_path(d, s->dst, 1, ss);
 	default:
-		return remove_path(d, s->dst, 0);
+		return remove_path(d, s->dst, 0, ss);
 	}
 }
 
@@ -1017,6 +1040,8 @@ static int apply_clone(struct jr *j, const struct jrec *rec)
 			break;
 		done += (uint64_t)n;
 	}
+	if (r == 0)
+		fx_ss_file(j->ss, fd);
 	fx_os.close(fd);
 	return r;
 }
@@ -1072,6 +1097,8 @@ static int apply_rec(struct jr *j, const struct jrec *rec)
 		if (r == -ENODATA || r == -EOPNOTSUPP)
 			r = 0;
 	}
+	if (r == 0)
+		fx_ss_file(j->ss, fd);
 	fx_os.close(fd);
 out:
 	free(ipath);
@@ -1086,7 +1113,8 @@ out:
  * log, when another process fsyncs the object), so only its inode can
  * say; a step whose inode is unknown is left alone.
  */
-static int undo_above(struct fstx_domain *d, const struct fx_step *s)
+static int undo_above(struct fstx_domain *d, const struct fx_step *s,
+		      struct fx_syncset *ss)
 {
 	struct stat st;
 	int r;
@@ -1100,7 +1128,7 @@ static int undo_above(struct fstx_domain *d, const struct fx_step *s)
 		return 0;
 	if (r < 0)
 		return r;
-	return move_back(d, s, &st);
+	return move_back(d, s, &st, ss);
 }
 
 static int journal_undo(struct jr *j)
@@ -1114,11 +1142,11 @@ static int journal_undo(struct jr *j)
 	if (mark == 0 && !j->nsteps)
 		mark = -1; /* rule 3: changes began, but there are no steps */
 	for (long i = (long)j->nsteps - 1; i > mark; i--)
-		if ((r = undo_above(j->d, &j->steps[i])) < 0)
+		if ((r = undo_above(j->d, &j->steps[i], j->ss)) < 0)
 			return r;
 	for (long i = mark; i >= 0; i--)
 		if ((r = fx_mark_set(j->d, i)) < 0 ||
-		    (r = undo_step(j->d, &j->steps[i])) < 0)
+		    (r = undo_step(j->d, &j->steps[i], j->ss)) < 0)
 			return r;
 	/* Sizes first, then data inside them, then xattrs (rule 5). */
 	for (int pass = J_SIZE; pass <= J_XATTR; pass++)
@@ -1168,10 +1196,17 @@ int fx_recover_mode(struct fstx_domain *d, int ignore_commit)
 	if (complete)
 		d->txid = j.txid; /* names its progress mark */
 	if (complete && (!j.committed || ignore_commit)) {
+		struct fx_syncset ss;
+
+		fx_ss_init(&ss);
+		j.ss = &ss;
 		r = journal_undo(&j);
-		if (r < 0)
+		/* rule 6: what the undo changed, durable before the clear */
+		if (r < 0) {
+			fx_ss_drop(&ss);
 			goto out;
-		r = fx_os.syncfs(d->root); /* rule 6 */
+		}
+		r = fx_ss_flush(&ss);
 		if (r < 0) {
 			d->latched = r;
 			goto out;

@@ -71,6 +71,11 @@ static int os_fsync(int fd) { return fsync(fd) < 0 ? -errno : 0; }
 static int os_fdatasync(int fd) { return fdatasync(fd) < 0 ? -errno : 0; }
 static int os_syncfs(int fd) { return syncfs(fd) < 0 ? -errno : 0; }
 
+static int os_writeback(int fd)
+{
+	RET(sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE));
+}
+
 static int os_ftruncate(int fd, off_t len) { RET(ftruncate(fd, len)); }
 static int os_fstat(int fd, struct stat *st) { RET(fstat(fd, st)); }
 
@@ -287,6 +292,7 @@ int fx_asprintf(char **out, const char *fmt, ...)
 	.fsync = os_fsync, \
 	.fdatasync = os_fdatasync, \
 	.syncfs = os_syncfs, \
+	.writeback = os_writeback, \
 	.ftruncate = os_ftruncate, \
 	.fstat = os_fstat, \
 	.fstatat = os_fstatat, \

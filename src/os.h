@@ -32,6 +32,9 @@ struct fx_os {
 	int (*fsync)(int fd);
 	int (*fdatasync)(int fd);
 	int (*syncfs)(int fd);
+	/* Start writeback of fd's dirty pages, not waiting (a hint before
+	 * fsync, syncset.c S2; -ESPIPE for a directory). */
+	int (*writeback)(int fd);
 	int (*ftruncate)(int fd, off_t len);
 	int (*fstat)(int fd, struct stat *st);
 	int (*fstatat)(int dirfd, const char *name, struct stat *st, int flags);

@@ -9,13 +9,14 @@
  *   preflight  statvfs: journal + data bytes and inodes, else -ENOSPC
  *   journal    journal.c rule 2, barrier 1
  *   execute    ops in order; results into ops[i].rval; FAIL_ON checks
- *   commit     fsync of every object the transaction changed, or syncfs
- *              past 16 objects (barrier 2), COMMIT record (barrier 3),
+ *   commit     fsync of every object the transaction changed (barrier 2,
+ *              syncset.h), COMMIT record (barrier 3),
  *              truncate journal, empty trash
  *   rollback   on a failed op: journal.c undo, the same code as recovery
  */
 #define _GNU_SOURCE
 #include "plan.h"
+#include "syncset.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -179,134 +180,18 @@ int fx_validate(const struct btrfs_ioctl_usertrans *ut, uint64_t *bad)
 /* ---- execution ---------------------------------------------------------- */
 
 /*
- * Barrier 2 of a small transaction makes durable exactly what it changed,
- * not the whole filesystem (another process's dirty pages are not ours to
- * wait for): every file it wrote, truncated or gave xattrs, and both
- * parent directories of every name step, one fsync each.  The executor
- * keeps one descriptor per inode in a set.  Past FX_SYNC_MAX objects one
- * fsync each costs more than syncfs on a quiet machine (100 new files:
- * about 10x on ext4), so a transaction that outgrows the set drops it
- * and syncs the filesystem as before.
+ * Barrier 2 makes durable exactly what the transaction changed, not the
+ * whole filesystem (another process's dirty pages are not ours to wait
+ * for): every file it wrote, truncated or gave xattrs, and both parent
+ * directories of every name step, one fsync each (syncset.h).
  */
-#define FX_SYNC_MAX 16
-
-struct syncset {
-	int fd[FX_SYNC_MAX];
-	uint64_t ino[FX_SYNC_MAX];
-	unsigned n;
-	int err;
-	int overflow; /* outgrew the set: barrier 2 is syncfs */
-};
-
 struct exec {
 	struct fstx_domain *d;
 	struct plan *P;
 	int *fds;
 	int diverged; /* a planned name step failed: the plan no longer holds */
-	struct syncset *ss; /* NULL: crash-only or not journaled */
+	struct fx_syncset *ss; /* NULL: crash-only or not journaled */
 };
-
-static void ss_sync_slot(struct syncset *ss, unsigned k)
-{
-	int r = fx_os.fsync(ss->fd[k]);
-
-	if (r < 0 && !ss->err)
-		ss->err = r;
-	fx_os.close(ss->fd[k]);
-	ss->fd[k] = -1;
-}
-
-/* Take fd (owned from here) into the set, once per inode. */
-static void ss_take(struct syncset *ss, int fd)
-{
-	struct stat st;
-	unsigned k;
-
-	if (fd < 0)
-		return;
-	if (!ss || ss->overflow || fx_os.fstat(fd, &st) < 0) {
-		fx_os.close(fd);
-		return;
-	}
-	for (k = 0; k < ss->n; k++)
-		if (ss->fd[k] >= 0 && ss->ino[k] == (uint64_t)st.st_ino) {
-			fx_os.close(fd);
-			return;
-		}
-	if (ss->overflow || ss->n == FX_SYNC_MAX) {
-		fx_os.close(fd);
-		for (k = 0; k < ss->n; k++)
-			fx_os.close(ss->fd[k]);
-		ss->n = 0;
-		ss->overflow = 1;
-		return;
-	}
-	k = ss->n++;
-	ss->fd[k] = fd;
-	ss->ino[k] = (uint64_t)st.st_ino;
-}
-
-/* A directory for the set: dfd is an O_PATH handle (fx_parent), which
- * fsync refuses, so open the directory itself beneath it. */
-static void ss_add_dir(struct syncset *ss, int dfd)
-{
-	if (ss)
-		ss_take(ss, fx_os.openat2(dfd, ".", O_RDONLY | O_DIRECTORY, 0,
-					  FX_RESOLVE));
-}
-
-/* A copy of fd for the set (fd stays the caller's). */
-static void ss_add(struct syncset *ss, int fd)
-{
-	if (ss)
-		ss_take(ss, fx_os.dup(fd));
-}
-
-/* Barrier 2: 0, or the first fsync's -errno. */
-static int ss_finish(struct fstx_domain *d, struct syncset *ss, int sync)
-{
-	int r;
-
-	if (ss->overflow)
-		return sync ? fx_os.syncfs(d->root) : 0;
-	for (unsigned k = 0; k < ss->n; k++) {
-		if (ss->fd[k] < 0)
-			continue;
-		if (sync) {
-			ss_sync_slot(ss, k);
-		} else {
-			fx_os.close(ss->fd[k]);
-			ss->fd[k] = -1;
-		}
-	}
-	r = ss->err;
-	ss->n = 0;
-	return r;
-}
-
-/* A name step's rename, its two parent directories kept for barrier 2. */
-static int step_move(struct exec *X, const char *src, const char *dst)
-{
-	const char *sn, *dn;
-	int sfd, dfd, r;
-
-	sfd = fx_parent(X->d, src, &sn);
-	if (sfd < 0)
-		return sfd;
-	dfd = fx_parent(X->d, dst, &dn);
-	if (dfd < 0) {
-		fx_os.close(sfd);
-		return dfd;
-	}
-	r = fx_os.renameat2(sfd, sn, dfd, dn, RENAME_NOREPLACE);
-	if (r == 0) {
-		ss_add_dir(X->ss, sfd);
-		ss_add_dir(X->ss, dfd);
-	}
-	fx_os.close(sfd);
-	fx_os.close(dfd);
-	return r;
-}
 
 static int do_step(struct exec *X, const struct fx_step *s)
 {
@@ -314,7 +199,7 @@ static int do_step(struct exec *X, const struct fx_step *s)
 	int dfd, sfd, r;
 
 	if (s->kind == FX_ST_MOVE)
-		return step_move(X, s->src, s->dst);
+		return fx_move(X->d, s->src, s->dst, X->ss);
 	dfd = fx_parent(X->d, s->dst, &name);
 	if (dfd < 0)
 		return dfd;
@@ -331,7 +216,7 @@ static int do_step(struct exec *X, const struct fx_step *s)
 			fx_os.close(sfd);
 		}
 		if (r == 0)
-			ss_add_dir(X->ss, dfd);
+			fx_ss_dir(X->ss, dfd);
 		break;
 	default:
 		r = -EINVAL; /* MKFILE is made by exec_open */
@@ -457,7 +342,7 @@ static int exec_open(struct exec *X, const struct btrfs_ioctl_usertrans_op *op,
 		return r;
 	}
 	if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC) || po->create)
-		ss_add(X->ss, fd); /* its data and size: barrier 2 */
+		fx_ss_file(X->ss, fd); /* its data and size: barrier 2 */
 	X->fds[op->args[3]] = fd;
 	return (int)op->args[3];
 }
@@ -479,7 +364,7 @@ static int with_path_fd(struct exec *X, const struct btrfs_ioctl_usertrans_op *o
 	else
 		r = fx_os.fremovexattr(fd, ARGP(op, 1));
 	if (r >= 0)
-		ss_add(X->ss, fd);
+		fx_ss_file(X->ss, fd);
 	fx_os.close(fd);
 	return r;
 }
@@ -716,20 +601,19 @@ static long execute(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 {
 	struct btrfs_ioctl_usertrans_op *ops = (void *)(intptr_t)ut->ops_ptr;
 	struct exec X = { .d = d, .P = P };
-	struct syncset *ss = NULL;
+	struct fx_syncset sset, *ss = NULL;
 	long ret = 0;
 	size_t i;
 	int r;
 
 	if (journaled && !d->nosync) {
-		ss = fx_calloc(1, sizeof(*ss));
-		if (!ss)
-			return -ENOMEM;
+		fx_ss_init(&sset);
+		ss = &sset;
 	}
 	X.ss = ss;
 	X.fds = fx_malloc((ut->num_fds ? ut->num_fds : 1) * sizeof(int));
 	if (!X.fds) {
-		free(ss);
+		fx_ss_drop(ss);
 		return -ENOMEM;
 	}
 	for (uint64_t k = 0; k < ut->num_fds; k++)
@@ -751,8 +635,9 @@ static long execute(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	free(X.fds);
 	ut->ops_completed = i;
 	if (ss) {
-		r = ss_finish(d, ss, ret == 0); /* barrier 2 */
-		free(ss);
+		/* barrier 2; a failed transaction's undo syncs what it restores */
+		r = ret == 0 ? fx_ss_flush(ss) : 0;
+		fx_ss_drop(ss);
 		if (r < 0 && ret == 0) {
 			d->latched = r;
 			ret = r;

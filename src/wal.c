@@ -85,8 +85,10 @@
  *  W6. Checkpoint (the log holds more than fx_wal_max bytes of records
  *      (without barriers when W11 allows); or
  *      before a transaction that takes the undo way of journal.c, which
- *      must not be replayed over; or fstx_recover()): help (W4), syncfs
- *      (every applied change durable in place), then a new header with a
+ *      must not be replayed over; or fstx_recover()): help (W4), one
+ *      fsync of each file a record of the log names (every applied change
+ *      durable in place; syncset.h: not syncfs, which would wait for every
+ *      other process's dirty pages too), then a new header with a
  *      new salt and a hint with END = APPLIED = 1024 in one write,
  *      fdatasync(wal).  A writer that finds the salt changed when it takes
  *      the lock back knows its record was applied.  The old records that
@@ -161,6 +163,7 @@
  */
 #define _GNU_SOURCE
 #include "plan.h"
+#include "syncset.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -620,14 +623,41 @@ static int entry_mem(const unsigned char *pl, uint64_t len, uint64_t *p,
 	return 0;
 }
 
-/* Apply one valid record again (W5), reading it from the log. */
-static int rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
-		      unsigned char *buf)
-{
-	char path[PATH_MAX], cur[PATH_MAX] = "", name[W_NAME_MAX + 1];
-	uint64_t p = off + sizeof(*h), end = p + h->len;
-	int fd = -1, r = 0;
+/* One entry of a record read from the log (rec_walk()). */
+struct wvisit {
+	int (*fn)(struct fstx_domain *d, const struct went *e, const char *path,
+		  const char *name, uint64_t data, struct wvisit *v);
+	int fd;                   /* the open file of path cur */
+	char cur[PATH_MAX];
+	unsigned char *buf;       /* W_CHUNK bytes */
+	struct fx_syncset *ss;    /* wal_sync_named() */
+};
 
+/* The file of entry e, kept open while entries name the same path. */
+static int visit_fd(struct fstx_domain *d, const struct went *e,
+		    const char *path, struct wvisit *v)
+{
+	if (v->fd >= 0 && !strcmp(v->cur, path))
+		return v->fd;
+	if (v->fd >= 0)
+		fx_os.close(v->fd);
+	v->cur[0] = 0;
+	if ((v->fd = entry_fd(d, path, e->ino)) < 0)
+		return v->fd;
+	memcpy(v->cur, path, e->plen + 1);
+	return v->fd;
+}
+
+/* Call v->fn for each entry of the valid record at off, read from the
+ * log (any size); stops at the first error, -EUCLEAN for a bad entry. */
+static int rec_walk(struct fstx_domain *d, uint64_t off, const struct wrec *h,
+		    struct wvisit *v)
+{
+	char path[PATH_MAX], name[W_NAME_MAX + 1];
+	uint64_t p = off + sizeof(*h), end = p + h->len;
+	int r = 0;
+
+	v->fd = -1;
 	for (uint32_t k = 0; k < h->nent && r == 0; k++) {
 		struct went e;
 		uint64_t data;
@@ -653,30 +683,40 @@ static int rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 		p = pad8(data + e.b);
 		if (p > end)
 			p = end;
-		if (fd < 0 || strcmp(cur, path)) {
-			if (fd >= 0)
-				fx_os.close(fd);
-			cur[0] = 0;
-			if ((fd = r = entry_fd(d, path, e.ino)) < 0)
-				break;
-			memcpy(cur, path, e.plen + 1);
-		}
-		switch (e.kind) {
-		case W_PWRITE:
-			r = copy_in(d, fd, data, e.b, e.a, buf);
-			break;
-		case W_TRUNC:
-			r = fx_os.ftruncate(fd, (off_t)e.a);
-			break;
-		default:
-			r = read_all(d->wal, buf, (size_t)e.b, data);
-			if (r == 0)
-				r = fx_os.fsetxattr(fd, name, buf, (size_t)e.b, 0);
-		}
+		r = v->fn(d, &e, path, name, data, v);
 	}
-	if (fd >= 0)
-		fx_os.close(fd);
+	if (v->fd >= 0)
+		fx_os.close(v->fd);
+	v->fd = -1;
 	return r;
+}
+
+static int replay_entry(struct fstx_domain *d, const struct went *e,
+			const char *path, const char *name, uint64_t data,
+			struct wvisit *v)
+{
+	int fd = visit_fd(d, e, path, v), r;
+
+	if (fd < 0)
+		return fd;
+	switch (e->kind) {
+	case W_PWRITE:
+		return copy_in(d, fd, data, e->b, e->a, v->buf);
+	case W_TRUNC:
+		return fx_os.ftruncate(fd, (off_t)e->a);
+	default:
+		r = read_all(d->wal, v->buf, (size_t)e->b, data);
+		return r < 0 ? r : fx_os.fsetxattr(fd, name, v->buf, (size_t)e->b, 0);
+	}
+}
+
+/* Apply one valid record again (W5), reading it from the log. */
+static int rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
+		      unsigned char *buf)
+{
+	struct wvisit v = { .fn = replay_entry, .buf = buf };
+
+	return rec_walk(d, off, h, &v);
 }
 
 /*
@@ -1165,6 +1205,50 @@ int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes)
 	return r < 0 ? r : 0;
 }
 
+static int sync_entry(struct fstx_domain *d, const struct went *e,
+		      const char *path, const char *name, uint64_t data,
+		      struct wvisit *v)
+{
+	int fd;
+
+	(void)name;
+	(void)data;
+	if (fx_ss_has(v->ss, e->ino))
+		return 0;
+	fd = entry_fd(d, path, e->ino);
+	if (fd == -ENOENT || fd == -ESTALE)
+		return 0; /* removed or replaced since: nothing of the log's there */
+	if (fd < 0)
+		return fd;
+	fx_ss_take(v->ss, fd);
+	return 0;
+}
+
+/*
+ * W6: make durable in place every file a record of the log names, one
+ * fsync each (syncset.h), never the whole filesystem.
+ */
+static int wal_sync_named(struct fstx_domain *d)
+{
+	struct fx_syncset ss;
+	struct wvisit v = { .fn = sync_entry, .ss = &ss };
+	struct wrec h;
+	int r = 0;
+
+	fx_ss_init(&ss);
+	for (uint64_t off = W_START; off < d->wal_end && r == 0;
+	     off = rec_next(off, &h)) {
+		if ((r = rec_head(d, off, &h)) < 0)
+			break;
+		r = rec_walk(d, off, &h, &v);
+	}
+	if (r < 0) {
+		fx_ss_drop(&ss);
+		return r == -ENODATA ? -EUCLEAN : r;
+	}
+	return fx_ss_flush(&ss);
+}
+
 /*
  * W6, W11: loose_ok for a checkpoint because the log is full; it has no
  * barrier when every record since the last one is crash-only.
@@ -1180,7 +1264,8 @@ static int checkpoint(struct fstx_domain *d, int loose_ok)
 	if (helped < 0)
 		return helped;
 	loose = loose_ok && !d->wal_kept;
-	if (!loose && (r = fx_os.syncfs(d->root)) < 0) {
+	if (!loose && (r = d->wal_loose ? fx_os.syncfs(d->root) /* W11 */
+				       : wal_sync_named(d)) < 0) {
 		d->latched = r;
 		return r;
 	}

@@ -99,6 +99,7 @@ static int w_close(int fd)
 
 static int w_fsync(int fd) { fo.barriers++; fo.fsyncs++; int g = gate_n("fsync"); if (g) return g; int r = fx_os_libc.fsync(fd); after(); return r; }
 static int w_fdatasync(int fd) { fo.barriers++; fo.fdatasyncs++; int g = gate_n("fdatasync"); if (g) return g; int r = fx_os_libc.fdatasync(fd); after(); return r; }
+static int w_writeback(int fd) { int g = gate_n("writeback"); if (g) return g; int r = fx_os_libc.writeback(fd); after(); return r; }
 static int w_syncfs(int fd) { fo.barriers++; fo.syncfses++; int g = gate_n("syncfs"); if (g) return g; int r = fx_os_libc.syncfs(fd); after(); return r; }
 
 void fo_install(enum fo_mode mode, long at, int err)
@@ -107,7 +108,7 @@ void fo_install(enum fo_mode mode, long at, int err)
 				.trace = getenv("FO_TRACE") != NULL };
 #define S(n) fx_os.n = w_##n
 	S(openat2); S(close); S(read); S(pread); S(pwrite); S(fsync);
-	S(fdatasync); S(syncfs); S(ftruncate); S(fstat); S(fstatat); S(fstatvfs); S(fstatfs);
+	S(fdatasync); S(syncfs); S(writeback); S(ftruncate); S(fstat); S(fstatat); S(fstatvfs); S(fstatfs);
 	S(renameat2); S(unlinkat); S(mkdirat); S(symlinkat); S(linkat);
 	S(readlinkat); S(fgetxattr); S(fsetxattr); S(fremovexattr);
 	S(flistxattr); S(ficlonerange); S(copy_file_range); S(flock);

@@ -619,6 +619,8 @@ static void one_state(void)
 		fprintf(stderr, "power loss: barrier %ld: recover %d, %s kept %zu/%zu "
 			"names\n%s", pl.crash_at, r, pl.committed ? "committed," : "",
 			keep, pl.nm, now);
+		if (getenv("PL_DEBUG"))
+			fprintf(stderr, "before:\n%s", pl.before);
 		pl.bad++;
 	}
 }
