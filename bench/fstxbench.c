@@ -15,6 +15,16 @@
  *       own file of one domain (one database for SQLite)
  *   f   10000 small files in a new directory (barriers and memory against
  *       transaction size; fstx and raw only)
+ *   g   object put: a new 4 KiB object (objs/o<i>, a fresh name each
+ *       transaction) with one user xattr, plus an in-place overwrite of a
+ *       256-byte index file
+ *   n   (g) while a neighbour process keeps about 256 MiB dirty in a file of
+ *       the same filesystem (1 MiB pwrites sweeping a 256 MiB file in a
+ *       loop, never synced): what a barrier that flushes more than its own
+ *       files costs on a shared filesystem.  The neighbour runs in DIR from
+ *       after the setup until the measurement ends, is killed, and its file
+ *       removed; its CPU and the device bytes it has written count in n's
+ *       cpu_us and dev B/B, it makes no barriers.
  * Methods:
  *   raw          the same writes, no atomicity, no fsync
  *   raw-fsync    the same, fsync of each file written
@@ -65,6 +75,7 @@
 #include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -72,6 +83,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -363,6 +375,8 @@ static const struct workload wls[] = {
 	{ "e1", 100, 1, 0, 4096 + 8 },
 	{ "e8", 100, 8, 0, 4096 + 8 },
 	{ "f", 2, 1, 1, 10000 * 512 },
+	{ "g", 100, 1, 0, 4096 + 8 + 256 },
+	{ "n", 50, 1, 0, 4096 + 8 + 256 },
 };
 #define NWL (sizeof(wls) / sizeof(wls[0]))
 
@@ -391,6 +405,11 @@ static void setup_txn(const struct workload *w, int p, int ntx, struct txn *t)
 	case 'e':
 		snprintf(name, sizeof(name), "p%d", p);
 		add(t, PUTNEW, name, NULL, bufs[7], 4096, 1, xv[7]);
+		break;
+	case 'g':
+	case 'n':
+		add(t, MKDIR, "objs", NULL, NULL, 0, 0, NULL);
+		add(t, PUTNEW, "index", NULL, bufs[7], 256, 1, NULL);
 		break;
 	default:
 		break;
@@ -433,6 +452,12 @@ static void work_txn(const struct workload *w, int p, int i, struct txn *t)
 	case 'e':
 		snprintf(name, sizeof(name), "p%d", p);
 		add(t, PUT, name, NULL, b, 4096, 1, xv[i % 7]);
+		break;
+	case 'g':
+	case 'n':
+		snprintf(name, sizeof(name), "objs/o%d", i);
+		add(t, PUTNEW, name, NULL, b, 4096, 1, xv[i % 7]);
+		add(t, PUT, "index", NULL, b + 1, 256, 1, NULL);
 		break;
 	}
 }
@@ -757,6 +782,68 @@ static void worker(const struct workload *w, enum method m, const char *dir,
 	ctx_close(&c);
 }
 
+/*
+ * The neighbour of workload n: another writer of the same filesystem that
+ * keeps about NB_BYTES dirty.  It rewrites its file in 1 MiB pwrites, sweep
+ * after sweep, never syncing, so whatever a barrier cleans is dirty again
+ * moments later.  At low priority, so that on a small machine it takes the
+ * CPU the measured process leaves.  Ready once its first sweep is written.
+ */
+#define NB_BYTES (256u << 20)
+#define NB_CHUNK (1u << 20)
+
+static void neighbour_loop(const char *path, int ready)
+{
+	struct timespec pause = { 0, 20 * 1000 * 1000 };
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	must(fd >= 0, "open", path);
+	for (long sweep = 0;; sweep++) {
+		for (off_t off = 0; off < NB_BYTES; off += NB_CHUNK)
+			must(pwrite(fd, bufs[sweep % 7], NB_CHUNK, off) == NB_CHUNK,
+			     "pwrite", path);
+		if (sweep == 0) {
+			must(write(ready, "", 1) == 1, "write", "ready pipe");
+			close(ready);
+		}
+		nanosleep(&pause, NULL);
+	}
+}
+
+static pid_t neighbour_start(const char *path)
+{
+	int ready[2];
+	pid_t pid;
+	char g;
+
+	must(pipe(ready) == 0, "pipe", "");
+	pid = fork();
+	must(pid >= 0, "fork", "neighbour");
+	if (pid == 0) {
+		close(ready[0]);
+		/* never outlive the measurement, even when it dies */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() == 1)
+			_exit(0);
+		if (setpriority(PRIO_PROCESS, 0, 19) < 0)
+			perror("fstxbench: neighbour setpriority");
+		neighbour_loop(path, ready[1]);
+	}
+	close(ready[1]);
+	if (read(ready[0], &g, 1) != 1)
+		die("neighbour failed");
+	close(ready[0]);
+	return pid;
+}
+
+static void neighbour_stop(pid_t pid, const char *path)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	/* unlinked, its dirty pages are dropped, not written */
+	must(unlink(path) == 0, "unlink", path);
+}
+
 /* In a child: set up, run, measure; the figures go to out. */
 static void run_child(const struct workload *w, enum method m, const char *dir,
 		      int ntx, struct result *out)
@@ -767,8 +854,9 @@ static void run_child(const struct workload *w, enum method m, const char *dir,
 	int gate[2], dfd;
 	long long s0, c0, c1, b0, b1;
 	double t0;
-	pid_t kids[8];
+	pid_t kids[8], nb = -1;
 	struct rusage ru;
+	char nbpath[PATH_MAX + 16];
 
 	if (sh == MAP_FAILED)
 		die("mmap");
@@ -785,6 +873,10 @@ static void run_child(const struct workload *w, enum method m, const char *dir,
 	ctx_close(&c);
 	dfd = open(dir, O_RDONLY | O_DIRECTORY);
 	quiet_syncfs(dfd);
+	/* beside the run directory, in DIR: not in the fstx domain */
+	snprintf(nbpath, sizeof(nbpath), "%s.neighbour", dir);
+	if (w->name[0] == 'n')
+		nb = neighbour_start(nbpath);
 	s0 = dev_sectors();
 	if (w->procs == 1) {
 		b0 = dev_busy_ms();
@@ -819,6 +911,10 @@ static void run_child(const struct workload *w, enum method m, const char *dir,
 	}
 	c1 = cpu_busy();
 	b1 = dev_busy_ms();
+	/* peak RSS of the workers (e8), before the neighbour is reaped */
+	getrusage(RUSAGE_CHILDREN, &ru);
+	if (nb > 0)
+		neighbour_stop(nb, nbpath);
 	out->cpu_ticks = c0 < 0 || c1 < 0 ? -1 : c1 - c0;
 	out->dev_ms = b0 < 0 || b1 < 0 ? -1 : b1 - b0;
 	quiet_syncfs(dfd);
@@ -833,7 +929,6 @@ static void run_child(const struct workload *w, enum method m, const char *dir,
 		out->c.fdatasync += sh->c[p].fdatasync;
 		out->c.syncfs += sh->c[p].syncfs;
 	}
-	getrusage(RUSAGE_CHILDREN, &ru);
 	out->rss_kib = ru.ru_maxrss;
 	munmap(sh, sizeof(*sh));
 }
@@ -915,7 +1010,7 @@ static int listed(const char *list, const char *name)
 static void usage(int st)
 {
 	fprintf(st ? stderr : stdout,
-		"usage: fstxbench [-w a,b,c,d,e1,e8,f] [-m METHODS] [-r ROUNDS] "
+		"usage: fstxbench [-w a,b,c,d,e1,e8,f,g,n] [-m METHODS] [-r ROUNDS] "
 		"[-s SCALE] [-t TAG] [-f USEC] DIR\n"
 		"methods: raw,raw-fsync,rename,sqlite-wal,sqlite-del,fstx,fstx-crash,\n"
 		"         fstx-wal,fstx-wal-crash,fstx-lazy\n"
@@ -927,7 +1022,7 @@ static void usage(int st)
 
 int main(int argc, char **argv)
 {
-	const char *wlist = "a,b,c,d,e1,e8,f", *mlist = NULL, *tag = "-";
+	const char *wlist = "a,b,c,d,e1,e8,f,g,n", *mlist = NULL, *tag = "-";
 	double scale = 1;
 	int rounds = 3, o;
 

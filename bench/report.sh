@@ -24,6 +24,8 @@ desc() {
 	e1) echo "4 KiB overwrite + xattr of one file, 1 process" ;;
 	e8) echo "the same, 8 processes at once on disjoint files of one domain" ;;
 	f) echo "10000 files of 512 bytes in a new directory (transaction size)" ;;
+	g) echo "object put: new 4 KiB object + user xattr, 256-byte index overwritten in place" ;;
+	n) echo "(g) while a neighbour process keeps 256 MiB dirty on the same filesystem" ;;
 	esac
 }
 {
@@ -44,7 +46,7 @@ desc() {
 	echo "## Targets"
 	echo
 	awk -F'\t' -v ncpu="$NCPU" "$BOUND"'
-	{ k = $1 SUBSEP $2 SUBSEP $3; med[k] = $5; tps[k] = $7
+	{ k = $1 SUBSEP $2 SUBSEP $3; med[k] = $5; p99[k] = $6; tps[k] = $7
 	  bar[k] = $8 + $9 + $10; rss[k] = $12; cpu[k] = NF >= 13 ? $13 : -1
 	  dev[k] = NF >= 14 ? $14 : -1
 	  if (!seen[$1]++) fs[++nfs] = $1 }
@@ -74,6 +76,25 @@ desc() {
 	      r(med[f SUBSEP "a" SUBSEP "fstx-lazy"], med[f SUBSEP "a" SUBSEP "raw"]),
 	      r(tps[f SUBSEP "a" SUBSEP "raw"], tps[f SUBSEP "a" SUBSEP "fstx-lazy"]),
 	      rss[f SUBSEP "c" SUBSEP "fstx"], rss[f SUBSEP "f" SUBSEP "fstx"]
+	  }
+	  print ""
+	  print "Object put (g), and the same while a neighbour process keeps 256 MiB dirty"
+	  print "in a file of the same filesystem (n). \"/ sqlite-wal\" is the method'"'"'s (g)"
+	  print "median over SQLite WAL FULL'"'"'s; \"x rename\" the rename pattern'"'"'s median over"
+	  print "the method'"'"'s (for (n), both beside the neighbour); the (n) median and p99 are"
+	  print "set against the same method'"'"'s quiet (g) median."
+	  print ""
+	  print "| fs | method | (g) / sqlite-wal (goal <= 1.2) | (g) x rename (goal >= 2) | (n) median / (g) median (goal <= 1.5) | (n) p99 / (g) median (goal <= 3) | (n) x rename under the neighbour (goal >= 2) |"
+	  print "|---|---|---|---|---|---|---|"
+	  split("fstx fstx-wal sqlite-wal rename", gm, " ")
+	  for (i = 1; i <= nfs; i++) for (j = 1; j <= 4; j++) {
+	    f = fs[i]; g = f SUBSEP "g" SUBSEP gm[j]; n = f SUBSEP "n" SUBSEP gm[j]
+	    if (med[g] == "" && med[n] == "") continue
+	    printf "| %s | %s | %s | %s | %s | %s | %s |\n", f, gm[j],
+	      r(med[g], med[f SUBSEP "g" SUBSEP "sqlite-wal"]),
+	      r(med[f SUBSEP "g" SUBSEP "rename"], med[g]),
+	      r(med[n], med[g]), r(p99[n], med[g]),
+	      r(med[f SUBSEP "n" SUBSEP "rename"], med[n])
 	  }
 	  print ""
 	  print "Concurrent throughput, transactions per second (e1: 1 process, e8: 8)."
