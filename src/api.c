@@ -80,7 +80,7 @@ int fstx_sync(fstx_domain *d)
 		if ((r = fx_os.syncfs(d->root)) < 0)
 			d->latched = r;
 		else
-			d->nosync_wrote = 0;
+			d->nosync_wrote = d->nosync_undo = 0;
 	}
 	fx_unlock(d);
 	return r < 0 ? r : 0;

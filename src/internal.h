@@ -55,6 +55,8 @@ struct fstx_domain {
 	int lazy;          /* this transaction is lazy (FSTX_UT_LAZY) */
 	int lazy_wrote;    /* this handle appended lazy records (flushed at close) */
 	int nosync_wrote;  /* this handle committed crash-only transactions */
+	int nosync_undo;   /* ... of the undo way: the next durable commit
+			    * syncs the filesystem for them (trans.c) */
 	int marks_clean;   /* no progress mark was there beside an empty journal */
 	uint32_t space_tx; /* preflight: transactions since the last statvfs */
 	uint64_t space_free; /* preflight: free bytes then, less what they used */

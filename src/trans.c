@@ -585,6 +585,21 @@ static int wants_undo(const struct plan *P)
 	return 0;
 }
 
+/*
+ * This handle committed crash-only transactions of the undo way, whose
+ * changes no set names any more: the first durable commit after them
+ * makes them durable too (fstx(7)), the one place a durable transaction
+ * syncs the whole filesystem.  (The log's commit pays the same debt, wal.c.)
+ */
+static int crash_only_debt(struct fstx_domain *d)
+{
+	int r = fx_os.syncfs(d->root);
+
+	if (r == 0)
+		d->nosync_undo = 0;
+	return r;
+}
+
 /* Rollback after op failure or a failed barrier; wedge if asked. */
 static int rollback(struct fstx_domain *d, const struct btrfs_ioctl_usertrans *ut,
 		    int ignore_commit)
@@ -638,6 +653,8 @@ static long execute(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		/* barrier 2; a failed transaction's undo syncs what it restores */
 		r = ret == 0 ? fx_ss_flush(ss) : 0;
 		fx_ss_drop(ss);
+		if (r == 0 && ret == 0 && d->nosync_undo)
+			r = crash_only_debt(d);
 		if (r < 0 && ret == 0) {
 			d->latched = r;
 			ret = r;
@@ -654,6 +671,8 @@ static long execute(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 			return rr < 0 ? rr : r;
 		}
 		/* Committed.  Garbage only from here; the next tx retries. */
+		if (d->nosync)
+			d->nosync_undo = 1; /* crash_only_debt() */
 		/* marks first: an empty journal with a mark is damage (rule 1) */
 		if (fx_clean_scratch(d) == 0)
 			fx_journal_clear(d, 0);

@@ -2135,9 +2135,12 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	if (!d->nosync) {
 		/* W3: sync with the lock dropped, so others append meanwhile
 		 * (not on tmpfs: there is no device flush to share) */
-		int share = d->fs.magic != TMPFS_MAGIC && !d->wal_loose;
+		int debt = d->wal_loose || d->nosync_undo;
+		int share = d->fs.magic != TMPFS_MAGIC && !debt;
 
-		if (d->wal_loose) /* W11: and what the last checkpoint left */
+		/* W11: and what the last checkpoint left; or this handle's
+		 * crash-only transactions of the undo way (trans.c) */
+		if (debt)
 			rs = fx_os.syncfs(d->root);
 		else if (!share)
 			rs = fx_os.fdatasync(d->wal);
@@ -2167,6 +2170,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	if (!d->nosync) {
 		d->wal_busy = 1;
 		d->wal_loose = 0;
+		d->nosync_undo = 0;
 		if ((r = hint_write(d)) < 0) {
 			d->latched = (int)r; /* still PENDING: a helper applies it */
 			goto out;

@@ -483,6 +483,45 @@ static void clonerange_paths(void **state)
  * (whatever its position), and a failing one changes nothing.
  */
 /*
+ * A durable commit makes the handle's earlier crash-only transactions of
+ * the undo way durable too (fstx(7)): nothing names their objects any
+ * more, so it syncs the filesystem, once; the one after it does not.  The
+ * log's commit pays the same debt.
+ */
+static long syncfs_of(fstx_domain *h, const char *text)
+{
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(tx_text_h(h, text), 0);
+	fo_remove();
+	return fo.syncfses;
+}
+
+static void crash_only_then_durable(void **state)
+{
+	char *dir = t_mkdomain();
+	fstx_domain *h;
+
+	(void)state;
+	t_populate(dir);
+	assert_int_equal(fstx_domain_open(dir, &h), 0);
+	assert_int_equal(syncfs_of(h, "option crash-only\nmkdir c1 0755\n"), 0);
+	assert_int_equal(syncfs_of(h, "mkdir d1 0755\n"), 1);
+	assert_int_equal(syncfs_of(h, "mkdir d2 0755\n"), 0);
+	assert_int_equal(syncfs_of(h, "option crash-only\nmkdir c2 0755\n"), 0);
+	assert_int_equal(syncfs_of(h, "option wal\nopen 0 a O_WRONLY\n"
+				      "pwrite 0 \"w\" 0\n"), 1);
+	assert_int_equal(syncfs_of(h, "option wal\nopen 0 a O_WRONLY\n"
+				      "pwrite 0 \"v\" 0\n"), 0);
+	/* crash-only through the log: its records ride the log's barrier */
+	assert_int_equal(syncfs_of(h, "option crash-only\noption wal\n"
+				      "open 0 a O_WRONLY\npwrite 0 \"u\" 0\n"), 0);
+	assert_int_equal(syncfs_of(h, "mkdir d3 0755\n"), 0);
+	fstx_domain_close(h);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*
  * Barriers are counted, not guessed: a durable transaction issues exactly
  * the journal's two fdatasyncs and one fsync per object changed (never
  * syncfs) whatever its size, a crash-only one none,
@@ -1588,6 +1627,7 @@ int main(void)
 		cmocka_unit_test(status),
 		cmocka_unit_test(assertions),
 		cmocka_unit_test(barriers),
+		cmocka_unit_test(crash_only_then_durable),
 		cmocka_unit_test(fd_slots),
 		cmocka_unit_test(read_begin_faults),
 		cmocka_unit_test(open_faults),
