@@ -219,6 +219,22 @@ static int os_boot_id(char id[37])
 	return 0;
 }
 
+#ifndef STATX_MNT_ID_UNIQUE
+#define STATX_MNT_ID_UNIQUE 0x00004000U
+#endif
+
+static int os_mount_id(int fd, uint64_t *id)
+{
+	struct statx sx;
+
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID_UNIQUE, &sx) < 0)
+		return -errno;
+	if (!(sx.stx_mask & (STATX_MNT_ID_UNIQUE | STATX_MNT_ID)))
+		return -EOPNOTSUPP;
+	*id = sx.stx_mnt_id;
+	return 0;
+}
+
 /* Never 0 bytes: libc may return NULL for them, which reads as failure. */
 static void *os_realloc(void *p, size_t len)
 {
@@ -317,6 +333,7 @@ int fx_asprintf(char **out, const char *fmt, ...)
 	.map_ro = os_map_ro, \
 	.unmap = os_unmap, \
 	.boot_id = os_boot_id, \
+	.mount_id = os_mount_id, \
 	.nap = os_nap, \
 	.realloc = os_realloc, \
 }

@@ -70,6 +70,10 @@ struct fx_os {
 	/* This boot's id (/proc/sys/kernel/random/boot_id, 36 chars + NUL):
 	 * the page cache is the truth only within one boot (wal.c W5). */
 	int (*boot_id)(char id[37]);
+	/* The unique id of the mount fd is on (statx STATX_MNT_ID_UNIQUE;
+	 * else the reusable STATX_MNT_ID): a remount gets another one, so
+	 * the page cache is the truth only within one mount (wal.c W5). */
+	int (*mount_id)(int fd, uint64_t *id);
 	/* Sleep about ms milliseconds (a lock's bounded wait, domain.c). */
 	int (*nap)(unsigned ms);
 	/* Memory: realloc(3), through which every allocation of the library

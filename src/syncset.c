@@ -13,7 +13,7 @@
  *      per wait (100 new 512-byte files on ext4: about 10 ms against 55).
  *  S3. A full set is flushed at once (S1) and emptied: an object changed
  *      after that flush is added again by its next change, so at the final
- *      flush every change is covered (test_ops: many_files_barriers).
+ *      flush every change is covered (test_ops: barriers).
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -69,20 +69,23 @@ void fx_ss_take(struct fx_syncset *ss, int fd)
 		return;
 	}
 	for (k = 0; k < ss->n; k++)
-		if (ss->ino[k] == (uint64_t)st.st_ino) {
+		if (ss->ino[k] == (uint64_t)st.st_ino &&
+		    ss->dev[k] == (uint64_t)st.st_dev) {
 			fx_os.close(fd);
 			return;
 		}
 	if (ss->n == FX_SYNC_BATCH)
 		ss_barrier(ss); /* S3 */
 	ss->fd[ss->n] = fd;
+	ss->dev[ss->n] = (uint64_t)st.st_dev;
 	ss->ino[ss->n++] = (uint64_t)st.st_ino;
 }
 
 int fx_ss_has(const struct fx_syncset *ss, uint64_t ino)
 {
+	/* the log names files of the domain's own filesystem only */
 	for (unsigned k = 0; ss && k < ss->n; k++)
-		if (ss->ino[k] == ino)
+		if (ss->ino[k] == ino && ss->dev[k] == ss->dev[0])
 			return 1;
 	return 0;
 }

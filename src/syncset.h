@@ -28,14 +28,14 @@
 
 struct fx_syncset {
 	int fd[FX_SYNC_BATCH];
-	uint64_t ino[FX_SYNC_BATCH];
+	uint64_t ino[FX_SYNC_BATCH], dev[FX_SYNC_BATCH]; /* once per inode */
 	unsigned n;
 	int err;          /* the first failure; sticks until fx_ss_flush */
 	unsigned long flushed; /* objects fsynced so far (tests, benches) */
 };
 
 void fx_ss_init(struct fx_syncset *ss);
-/* Take fd (owned from here on: closed by the set), once per inode. */
+/* Take fd (owned from here on: closed by the set), once per (dev, inode). */
 void fx_ss_take(struct fx_syncset *ss, int fd);
 /* 1 if inode ino is in the set now (a caller may skip reopening it). */
 int fx_ss_has(const struct fx_syncset *ss, uint64_t ino);

@@ -68,12 +68,16 @@
  *      on disjoint inodes commute.  Should an in-place change fail, busy
  *      stays set, the handle latches the error and the next lock holder
  *      applies the record again.
- *  W5. Within one boot the page cache holds every applied change, and the
- *      hint (END, APPLIED, the boot id) is the truth: a PENDING record
+ *  W5. Within one mount of one boot the page cache holds every applied
+ *      change, and the hint (END, APPLIED, the boot id and the mount's
+ *      unique id, epoch_id()) is the truth: a PENDING record
  *      whose writer was killed is applied by the next helper (a
  *      conflicting transaction, a checkpoint, fstx_recover(), a flush).  When the
- *      hint is invalid or names another boot, power loss may have lost
- *      applied changes: recovery replays every valid record from byte 1024
+ *      hint is invalid or names another boot or mount (a disk that lost
+ *      its cache without a reboot comes back as a new mount), power loss
+ *      may have lost applied changes: recovery fdatasyncs the log (a
+ *      writer on another mount of the filesystem may be at its barrier),
+ *      replays every valid record from byte 1024
  *      in order, whatever its state word (not durable), and sets END and
  *      APPLIED after the last.  Replay is idempotent: a set applied twice,
  *      or over a partly applied or partly lost state, leaves the state
@@ -143,7 +147,8 @@
  *      fdatasync, which also makes the new header durable, and clears it;
  *      any other checkpoint (the undo way's, fstx_recover()) runs, with
  *      its barriers, even on an empty log.  So a durable commit still
- *      makes every earlier crash-only one durable (fstx(7)).
+ *      makes every earlier crash-only record of the log durable (fstx(7);
+ *      crash-only transactions of the undo way: trans.c crash_only_debt()).
  * W12. A crash-only writer that finds the hint as it last wrote it (no
  *      other lock holder came between) and whose record is the first
  *      open one may leave the hint saying busy over its record after
@@ -170,6 +175,7 @@
 #include <limits.h>
 #include <linux/magic.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -341,12 +347,36 @@ struct wstate {     /* a state word (W2): valid only with the log's salt */
 	uint64_t salt;
 };
 
+/*
+ * W5: the notes are the truth within one mount of one boot.  Their boot
+ * field holds the boot id with the mount's unique id in its last 16
+ * characters: a remount (a forced unmount, a removable or network disk
+ * that came back) gets another id, and the hint is not trusted.  Where
+ * the kernel has no mount id the boot id alone is used (fstx(7)).
+ */
+static int epoch_id(struct fstx_domain *d, char id[37])
+{
+	int r = fx_os.boot_id(id);
+
+	if (r < 0)
+		return r;
+	if (!d->mnt_known) {
+		r = fx_os.mount_id(d->root, &d->mnt_id);
+		if (r < 0 && r != -EOPNOTSUPP && r != -EINVAL && r != -ENOSYS)
+			return r;
+		d->mnt_known = r < 0 ? -1 : 1;
+	}
+	if (d->mnt_known > 0)
+		snprintf(id + 20, 17, "%016llx", (unsigned long long)d->mnt_id);
+	return 0;
+}
+
 /* The hint from d->wal_end and d->wal_applied (no barrier). */
 static int hint_write(struct fstx_domain *d)
 {
 	struct whint h;
 	char boot[37];
-	int r = fx_os.boot_id(boot), fd = side_fd(d);
+	int r = epoch_id(d, boot), fd = side_fd(d);
 
 	if (r < 0 || fd < 0)
 		return r < 0 ? r : fd;
@@ -385,7 +415,7 @@ static int hint_read(struct fstx_domain *d, struct whint *h)
 		return 0;
 	if (r < 0)
 		return r;
-	if ((r = fx_os.boot_id(boot)) < 0)
+	if ((r = epoch_id(d, boot)) < 0)
 		return r;
 	crc = h->crc;
 	h->crc = 0;
@@ -1128,6 +1158,11 @@ static int recover_loaded(struct fstx_domain *d, int fresh, int all)
 	if (fresh) /* this boot: only an applier cut short needs work */
 		return d->wal_busy || (all && d->wal_lazy > d->wal_applied) ?
 		       wal_help(d) : 0;
+	/* a writer on another mount of this filesystem (a bind mount) may
+	 * be at its barrier now: nothing is replayed in place before its
+	 * record is durable (W3) */
+	if ((r = fx_os.fdatasync(d->wal)) < 0)
+		return r;
 	if ((r = fx_os.fstat(d->wal, &st)) < 0)
 		return r;
 	size = (uint64_t)st.st_size;

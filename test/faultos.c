@@ -76,6 +76,7 @@ W(dup, int, (int fd), (fd))
 W(map_ro, int, (int fd, size_t n, void **a), (fd, n, a))
 W(unmap, int, (void *a, size_t n), (a, n))
 W(boot_id, int, (char id[37]), (id))
+W(mount_id, int, (int fd, uint64_t *id), (fd, id))
 
 static void *w_realloc(void *p, size_t len)
 {
@@ -113,7 +114,7 @@ void fo_install(enum fo_mode mode, long at, int err)
 	S(readlinkat); S(fgetxattr); S(fsetxattr); S(fremovexattr);
 	S(flistxattr); S(ficlonerange); S(copy_file_range); S(flock);
 	S(lock_range);
-	S(getdents); S(dup); S(boot_id); S(map_ro); S(unmap); S(realloc);
+	S(getdents); S(dup); S(boot_id); S(mount_id); S(map_ro); S(unmap); S(realloc);
 #undef S
 }
 
