@@ -118,8 +118,13 @@ extern "C" {
  * Crash-only durability (transaction flag): all or nothing across a crash
  * or kill -9 of the process, but no barrier is issued (0 fsyncs), so power
  * loss or a kernel crash may leave this transaction torn.  Commit returns
- * once the changes are in the page cache.  A later durable transaction's
- * barriers make every earlier change durable.  Recovery keeps its barriers.
+ * once the changes are in the page cache.  The next durable commit of the
+ * same handle makes its earlier crash-only transactions durable too (one
+ * syncfs for those of the undo way); a durable commit of another handle or
+ * process makes durable only crash-only transactions that went through the
+ * write-ahead log, whose barriers cover their records.  For the rest, call
+ * fstx_sync() on the handle that committed them.  Recovery keeps its
+ * barriers.
  */
 #define FSTX_UT_NOSYNC (1ULL << 17)
 /*
@@ -128,8 +133,9 @@ extern "C" {
  * pwrite; truncate, also by O_TRUNC; setxattr of a user.* xattr of at most 1 KiB
  * with flags 0; compare ops) and whose every op is predicted to succeed is
  * committed by one record in DIR/.fstx/wal and one fdatasync of it (the
- * commit point), then applied in place; a later checkpoint (syncfs) makes
- * the changes durable in place and empties the log.  Any other transaction
+ * commit point), then applied in place; a later checkpoint (one fsync of
+ * each file the log names, then a new log header) makes the changes
+ * durable in place and empties the log.  Any other transaction
  * with this flag runs the usual undo way.  Same promises as a durable
  * transaction, with one difference: should an in-place change fail after
  * the commit point (EIO, ENOSPC), commit returns that -errno, the handle
