@@ -13,7 +13,7 @@ endif
 ALL_CFLAGS := -std=gnu11 $(WARN) -Iinclude -Isrc -fPIC $(CFLAGS)
 B := build$(if $(SAN),-san)
 
-LIB_SRC := src/os.c src/crc32c.c src/syncset.c src/domain.c src/journal.c src/plan.c \
+LIB_SRC := src/os.c src/crc32c.c src/syncset.c src/recover.c src/domain.c src/journal.c src/plan.c \
 	   src/trans.c src/api.c src/txtext.c src/fsfacts.c src/wal.c src/itx.c \
 	   $(wildcard src/task.c)
 LIB_OBJ := $(LIB_SRC:src/%.c=$(B)/%.o)

@@ -54,7 +54,7 @@ void fstx_domain_close(fstx_domain *d)
 	if (!d)
 		return;
 	if (d->lazy_wrote && !d->latched && fx_lock(d) == 0) {
-		fx_wal_flush(d); /* FSTX_UT_LAZY: durable by close */
+		fx_recover(d, FX_REC_FLUSH); /* FSTX_UT_LAZY: durable by close */
 		fx_unlock(d);
 	}
 	if (d->wal_unsaid && !d->latched && fx_lock(d) == 0) {
@@ -75,7 +75,7 @@ int fstx_sync(fstx_domain *d)
 		return d->latched;
 	if ((r = fx_lock(d)) < 0)
 		return r;
-	r = fx_wal_flush(d);
+	r = fx_recover(d, FX_REC_FLUSH);
 	if (r >= 0 && d->nosync_wrote) {
 		if ((r = fx_os.syncfs(d->root)) < 0)
 			d->latched = r;
@@ -88,28 +88,13 @@ int fstx_sync(fstx_domain *d)
 
 int fstx_recover(fstx_domain *d)
 {
-	int r, w;
+	int r;
 
 	if (!d)
 		return -EINVAL;
 	if ((r = fx_lock(d)) < 0)
 		return r;
-	w = fx_is_wedged(d);
-	r = fx_recover_locked(d);
-	if (r >= 0) { /* then the log: replayed and checkpointed */
-		int rw = fx_wal_recover(d), c = rw < 0 ? rw : fx_wal_checkpoint(d);
-
-		r = c < 0 ? c : r || rw || c == 2;
-	}
-	if (r == 0)
-		r = fx_clean_scratch(d); /* garbage of a committed transaction */
-	if (r >= 0 && w > 0) {
-		int u = fx_unwedge(d);
-
-		r = u < 0 ? u : 1;
-	}
-	if (r >= 0)
-		d->latched = 0;
+	r = fx_recover(d, FX_REC_FULL);
 	fx_unlock(d);
 	return r;
 }
@@ -142,12 +127,7 @@ int fstx_read_begin(fstx_domain *d)
 		return -EROFS; /* the tree may be torn: fstx_recover() */
 	if ((r = fx_lock(d)) < 0)
 		return r;
-	if ((r = fx_is_wedged(d)) > 0)
-		r = -EROFS;
-	if (r == 0)
-		r = fx_recover_locked(d);
-	if (r >= 0)
-		r = fx_wal_recover(d);
+	r = fx_recover(d, FX_REC_READER);
 	if (r >= 0)
 		return 0; /* recovered: read under the exclusive lock (no
 			   * writer can queue more lazy records meanwhile) */

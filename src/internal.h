@@ -172,6 +172,16 @@ int fx_journal_clear(struct fstx_domain *d, int durable);
 int fx_journal_hot(struct fstx_domain *d);
 /* Undo whatever the journal describes; 1 done, 0 nothing, <0 error. */
 int fx_recover_locked(struct fstx_domain *d);
+
+/* ---- recover.c: the one recovery entry point (rules R1-R4) ---- */
+enum fx_recover_mode {
+	FX_REC_TX,     /* a transaction's start: hint trusted, lazy queued */
+	FX_REC_READER, /* fstx_read_begin(): everything; -EROFS if wedged */
+	FX_REC_FLUSH,  /* fstx_sync(), close: everything, lazy too */
+	FX_REC_FULL,   /* fstx_recover(): and checkpoint, scratch, unwedge */
+};
+/* Under the exclusive lock: 1 recovered, 0 nothing to do, -errno. */
+int fx_recover(struct fstx_domain *d, enum fx_recover_mode mode);
 /* ignore_commit: undo even a committed journal (its barrier failed). */
 int fx_recover_mode(struct fstx_domain *d, int ignore_commit);
 
@@ -192,9 +202,6 @@ int fx_wal_recover_mode(struct fstx_domain *d, int lazy_too);
 int fx_wal_enter(struct fstx_domain *d);
 int fx_wal_set_clean(struct fstx_domain *d);
 int fx_wal_set_dirty(struct fstx_domain *d);
-/* Under the lock: undo journal recovered, then the log's lazy records
- * flushed (W10); 0 or -errno. */
-int fx_wal_flush(struct fstx_domain *d);
 int fx_wal_settle(struct fstx_domain *d); /* W12: at close, under the lock */
 /* 1 if fx_wal_recover would replay something, 0 if not, -errno. */
 int fx_wal_pending(struct fstx_domain *d);

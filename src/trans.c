@@ -18,6 +18,7 @@
 #include "plan.h"
 #include "syncset.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -695,10 +696,91 @@ static long wal_path(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	return r;
 }
 
+/*
+ * The phases of one transaction, each transition named and asserted
+ * (tx_go()):
+ *
+ *   START --lock--> LOCKED --recover.c--> RECOVERED --plan--> PLANNED
+ *                                             ^                 |  |  |
+ *                     the log helped: replan  +-----------------+  |  |
+ *                                                                  |  |
+ *     PLANNED --log way (wal.c W1-W4: record, barrier, apply)--> LOGGED
+ *     PLANNED --undo way: checkpoint, stage, journal (barrier 1)--> JOURNALED
+ *     JOURNALED --mark 0 (journal.c rule 3)--> CHANGING
+ *     PLANNED --nothing to undo (reads, compare ops)--> CHANGING
+ *     CHANGING --ops, barrier 2, COMMIT (barrier 3)--> COMMITTED
+ *     CHANGING --an op failed or a barrier failed: undo--> UNDONE
+ *     START .. JOURNALED --error, nothing changed--> FAILED
+ *     LOGGED, COMMITTED, UNDONE, FAILED --unlock--> DONE
+ *
+ * A crash in any phase leaves what recover.c brings back: before
+ * JOURNALED nothing changed (staging is garbage), from JOURNALED to
+ * COMMITTED the journal undoes, in LOGGED the log rolls forward.
+ */
+enum tx_phase {
+	TX_START, TX_LOCKED, TX_RECOVERED, TX_PLANNED, TX_LOGGED, TX_JOURNALED,
+	TX_CHANGING, TX_COMMITTED, TX_UNDONE, TX_FAILED, TX_DONE,
+};
+#define TXB(p) (1u << (p))
+static const unsigned tx_next[] = {
+	[TX_START] = TXB(TX_LOCKED) | TXB(TX_FAILED),
+	[TX_LOCKED] = TXB(TX_RECOVERED) | TXB(TX_FAILED),
+	[TX_RECOVERED] = TXB(TX_PLANNED) | TXB(TX_FAILED),
+	[TX_PLANNED] = TXB(TX_RECOVERED) | TXB(TX_LOGGED) | TXB(TX_JOURNALED) |
+		       TXB(TX_CHANGING) | TXB(TX_FAILED),
+	[TX_JOURNALED] = TXB(TX_CHANGING) | TXB(TX_FAILED),
+	[TX_CHANGING] = TXB(TX_COMMITTED) | TXB(TX_UNDONE),
+	[TX_LOGGED] = TXB(TX_DONE),
+	[TX_COMMITTED] = TXB(TX_DONE),
+	[TX_UNDONE] = TXB(TX_DONE),
+	[TX_FAILED] = TXB(TX_DONE),
+};
+
+static void tx_go(enum tx_phase *ph, enum tx_phase next)
+{
+	assert(tx_next[*ph] & TXB(next));
+	*ph = next;
+}
+
+static void replan(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
+		   struct plan *P)
+{
+	fx_plan_free(P);
+	*P = (struct plan){ .d = d, .ops = (void *)(intptr_t)ut->ops_ptr,
+			    .nops = ut->num_ops, .nfds = ut->num_fds };
+}
+
+/* PLANNED -> JOURNALED on the undo way; 0, 2 (plan again) or -errno. */
+static long undo_way_begin(struct fstx_domain *d, struct plan *P, int *replanned)
+{
+	long r;
+
+	/* the undo way must never be replayed over (wal.c W6); the hint
+	 * stops saying clean before the journal is written (W8) */
+	if ((r = fx_wal_set_dirty(d)) < 0 || (r = fx_wal_checkpoint(d)) < 0)
+		return r;
+	if (r == 2 && (*replanned)++ <= 2)
+		return 2; /* it applied open records (lazy ones, or of writers
+			   * at their barrier): the plan saw the tree before */
+	if ((r = fx_clean_scratch(d)) < 0)
+		return r;
+	if ((r = prestage(d, P)) < 0) {
+		fx_clean_scratch(d);
+		return r;
+	}
+	r = fx_journal_write(d, P->steps, P->nsteps, P->caps, P->ncaps, P->nops);
+	if (r < 0) {
+		fx_journal_clear(d, 1); /* nothing changed: forget it */
+		return r;
+	}
+	return 0;
+}
+
 long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 {
 	struct plan P = { .d = d, .ops = (void *)(intptr_t)ut->ops_ptr,
 			  .nops = ut->num_ops, .nfds = ut->num_fds };
+	enum tx_phase ph = TX_START;
 	uint64_t bad;
 	int journaled, replanned = 0;
 	long r;
@@ -715,18 +797,11 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 		return d->latched;
 	if ((r = fx_lock(d)) < 0)
 		return r;
-	if ((r = fx_wal_enter(d)) < 0)
+	tx_go(&ph, TX_LOCKED);
+	if ((r = fx_recover(d, FX_REC_TX)) < 0)
 		goto out;
-	if (r == 0) { /* not known clean: look (W8) */
-		if ((r = fx_is_wedged(d)) != 0) {
-			r = r > 0 ? -EROFS : r;
-			goto out;
-		}
-		if ((r = fx_recover_locked(d)) < 0 || (r = fx_wal_recover_mode(d, 0)) < 0 ||
-		    (r = fx_wal_set_clean(d)) < 0)
-			goto out;
-	}
 again:
+	tx_go(&ph, TX_RECOVERED);
 	if ((r = fx_plan_build(&P)) < 0) {
 		d->failed_op = P.failed_op;
 		ut->ops_completed = P.failed_op >= 0 ? (uint64_t)P.failed_op : 0;
@@ -735,62 +810,51 @@ again:
 				[P.failed_op].rval = r;
 		goto out;
 	}
+	tx_go(&ph, TX_PLANNED);
 	if ((r = preflight(d, ut, &P)) < 0)
 		goto out;
 	d->nosync = !!(ut->flags & FSTX_UT_NOSYNC);
 	d->lazy = !!(ut->flags & FSTX_UT_LAZY);
 	if ((ut->flags & (FSTX_UT_WAL | FSTX_UT_LAZY)) &&
 	    (r = wal_path(d, ut, &P)) != 1) {
-		if (r != 2)
+		if (r != 2) {
+			tx_go(&ph, TX_LOGGED);
 			goto out;
+		}
 		if (replanned++ > 2) { /* under the lock, one help empties the log */
 			r = -EAGAIN;
 			goto out;
 		}
-		fx_plan_free(&P);
-		P = (struct plan){ .d = d, .ops = (void *)(intptr_t)ut->ops_ptr,
-				   .nops = ut->num_ops, .nfds = ut->num_fds };
+		replan(d, ut, &P);
 		goto again;
 	}
 	journaled = P.nsteps || wants_undo(&P);
-	/* the undo way must never be replayed over (wal.c W6); the hint
-	 * stops saying clean before the journal is written (W8) */
-	if (journaled && ((r = fx_wal_set_dirty(d)) < 0 ||
-			  (r = fx_wal_checkpoint(d)) < 0))
-		goto out;
-	if (journaled && r == 2 && replanned++ <= 2) {
-		/* it applied open records (lazy ones, or of writers at their
-		 * barrier): the plan saw the tree before them */
-		fx_plan_free(&P);
-		P = (struct plan){ .d = d, .ops = (void *)(intptr_t)ut->ops_ptr,
-				   .nops = ut->num_ops, .nfds = ut->num_fds };
-		goto again;
+	if (journaled) {
+		if ((r = undo_way_begin(d, &P, &replanned)) == 2) {
+			replan(d, ut, &P);
+			goto again;
+		}
+		if (r < 0)
+			goto out;
+		tx_go(&ph, TX_JOURNALED);
+		/* Changes begin: say so first (journal.c rule 3). */
+		if ((r = fx_mark_set(d, 0)) < 0) {
+			fx_journal_clear(d, 1);
+			goto out;
+		}
 	}
-	if (journaled && (r = fx_clean_scratch(d)) < 0)
-		goto out;
-	if (journaled && (r = prestage(d, &P)) < 0) {
-		fx_clean_scratch(d);
-		goto out;
-	}
-	if (journaled &&
-	    (r = fx_journal_write(d, P.steps, P.nsteps, P.caps, P.ncaps,
-				  P.nops)) < 0) {
-		/* Nothing changed; forget the half-written journal. */
-		fx_journal_clear(d, 1);
-		goto out;
-	}
-	/* Changes begin: say so first (journal.c rule 3). */
-	if (journaled && (r = fx_mark_set(d, 0)) < 0) {
-		fx_journal_clear(d, 1);
-		goto out;
-	}
+	tx_go(&ph, TX_CHANGING);
 	r = execute(d, ut, &P, journaled);
+	tx_go(&ph, r == 0 ? TX_COMMITTED : TX_UNDONE);
 out:
+	if (ph != TX_LOGGED && ph != TX_COMMITTED && ph != TX_UNDONE)
+		tx_go(&ph, TX_FAILED);
 	if (r == 0 && d->nosync)
 		d->nosync_wrote = 1; /* fstx_sync() syncs them */
 	d->nosync = d->lazy = 0; /* only this transaction; recovery keeps its barriers */
 	fx_plan_free(&P);
 	fx_unlock(d);
+	tx_go(&ph, TX_DONE);
 	return r;
 }
 

@@ -1117,17 +1117,6 @@ int fx_wal_settle(struct fstx_domain *d)
 	return hint_write(d);
 }
 
-int fx_wal_flush(struct fstx_domain *d)
-{
-	int r = fx_recover_locked(d);
-
-	if (r >= 0)
-		r = fx_wal_recover(d); /* all: lazy records too */
-	if (r >= 0)
-		d->lazy_wrote = 0;
-	return r < 0 ? r : 0;
-}
-
 /* The checks of W8 found the domain clean: say so in the hint. */
 int fx_wal_set_clean(struct fstx_domain *d)
 {
