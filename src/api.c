@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 #include "fstx/btrfs_usertrans.h"
+#include "wal.h"
 
 #include <errno.h>
 #include <fcntl.h>

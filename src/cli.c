@@ -19,6 +19,7 @@
 #include "internal.h"
 #include "fstx/btrfs_usertrans.h"
 #include "cli_json.h"
+#include "wal.h"
 
 #include <errno.h>
 #include <fcntl.h>

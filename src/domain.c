@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "wal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -193,36 +193,6 @@ int fx_move(struct fstx_domain *d, const char *src, const char *dst,
 /* Before-image ranges this long are cloned where reflink works. */
 extern uint64_t fx_clone_min;
 
-/* ---- wal.c: the write-ahead log of data-only transactions ---- */
-/* Replay records not yet applied in place (rule W5); 1 replayed, 0 none. */
-int fx_wal_recover(struct fstx_domain *d);
-/* lazy_too 0: leave lazy records queued (a transaction's start, W10). */
-int fx_wal_recover_mode(struct fstx_domain *d, int lazy_too);
-/* W8: 1 the hint says the domain is clean (log recovered), 0 check it. */
-int fx_wal_enter(struct fstx_domain *d);
-int fx_wal_set_clean(struct fstx_domain *d);
-int fx_wal_set_dirty(struct fstx_domain *d);
-int fx_wal_settle(struct fstx_domain *d); /* W12: at close, under the lock */
-/* 1 if fx_wal_recover would replay something, 0 if not, -errno. */
-int fx_wal_pending(struct fstx_domain *d);
-/* Apply open records, make everything durable in place and empty the log
- * (rule W6); 0 empty, 1 done, 2 done after applying open records. */
-int fx_wal_checkpoint(struct fstx_domain *d);
-/* Bytes of records the log holds (0 after a checkpoint). */
-uint64_t fx_wal_bytes(struct fstx_domain *d);
-/* The same, read without the lock and changing nothing; 0 or -errno. */
-int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes);
-/* The log is checkpointed once its records pass this many bytes. */
-extern uint64_t fx_wal_max;
-/* Transactions writing more data than this take the undo way. */
-extern uint64_t fx_wal_large;
-/* W10: lazy records open past this many bytes are flushed. */
-extern uint64_t fx_lazy_max;
-extern uint64_t fx_wal_window; /* wal.c: open records read in one go up to this */
-/* No log entry reaches past this offset (below every supported
- * filesystem's limit); recovery refuses one that does. */
-#define FX_WAL_MAX_OFF (1ULL << 40)
-
 /* ---- api.c: the transaction handle (itx.c reads it too) ---- */
 struct fstx_tx {
 	fstx_domain *d;

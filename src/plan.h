@@ -73,15 +73,6 @@ int fx_plan_build(struct plan *P);
 int fx_plan_lookup(struct plan *P, const char *path, struct node *n,
 		   char **cpath);
 void fx_node_free(struct node *n);
-/*
- * wal.c: commit an eligible transaction through the log (rules W1-W4);
- * res holds every op's predicted result.  0 committed, 1 declined (nothing
- * written: take the undo way), 2 records of other writers on the same
- * inodes were applied first (plan again), or -errno.  Drops and retakes
- * the domain lock around the record's barrier (group commit).
- */
-long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
-		   const struct plan *P, const int64_t *res);
 void fx_plan_free(struct plan *P);
 
 #endif

@@ -29,6 +29,7 @@
  * remount), test_powerloss and test_rollback, which recover through it.
  */
 #include "internal.h"
+#include "wal.h"
 
 #include <errno.h>
 

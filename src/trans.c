@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include "plan.h"
 #include "syncset.h"
+#include "wal.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -169,6 +169,7 @@
 #define _GNU_SOURCE
 #include "plan.h"
 #include "syncset.h"
+#include "wal.h"
 
 #include <errno.h>
 #include <fcntl.h>

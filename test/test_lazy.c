@@ -33,6 +33,7 @@
 #include "faultos.h"
 #include "txrun.h"
 #include "states.h"
+#include "wal.h"
 
 #define NL 6
 /* Lazy transactions on the t_populate() tree (a, b, big, d/c, old, ...). */

@@ -28,6 +28,7 @@
 #include "faultos.h"
 #include "helpers.h"
 #include "txrun.h"
+#include "wal.h"
 
 static const char *const scenarios[] = {
 	/* open / pwrite / close */

@@ -42,6 +42,7 @@
 #include "faultos.h"
 #include "txrun.h"
 #include "states.h"
+#include "wal.h"
 
 #define NSEQ 6
 #define NDATA 4 /* the first NDATA are all of the log's way */
@@ -705,10 +706,23 @@ static ssize_t count_pwrite(int fd, const void *b, size_t n, off_t o)
 	return fx_os_libc.pwrite(fd, b, n, o);
 }
 
+/* Lose the in-place change of the last transaction, as power loss could. */
+static void lose_in_place(const char *d)
+{
+	char *p;
+	int fd;
+
+	assert_true(asprintf(&p, "%s/b", d) > 0);
+	fd = open(p, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "hell", 4, 0), 4);
+	close(fd);
+	free(p);
+}
+
 static void reboot_replays_all(void **state)
 {
-	char *st[NSEQ + 1], *d = t_fresh(), *p;
-	int fd;
+	char *st[NSEQ + 1], *d = t_fresh();
 
 	(void)state;
 	seq_states(st);
@@ -719,13 +733,7 @@ static void reboot_replays_all(void **state)
 	fx_os.pwrite = count_pwrite;
 	assert_int_equal(fx_wal_pending_dir(d), 0);
 	assert_int_equal(pwrites, 0);
-	/* lose the in-place change of the last transaction, as power loss could */
-	assert_true(asprintf(&p, "%s/b", d) > 0);
-	fd = open(p, O_WRONLY);
-	assert_true(fd >= 0);
-	assert_int_equal(pwrite(fd, "hell", 4, 0), 4);
-	close(fd);
-	free(p);
+	lose_in_place(d);
 	/* another boot: every record is replayed in order */
 	fx_os.boot_id = other_boot;
 	assert_int_equal(fx_wal_pending_dir(d), 1);
@@ -764,20 +772,14 @@ static int other_mount(int fd, uint64_t *id)
 
 static void remount_replays_all(void **state)
 {
-	char *st[NSEQ + 1], *d = t_fresh(), *p;
-	int fd;
+	char *st[NSEQ + 1], *d = t_fresh();
 
 	(void)state;
 	seq_states(st);
 	for (int k = 0; k < NDATA; k++)
 		assert_int_equal(tx_text(d, seqtx[k], NULL), 0);
 	assert_int_equal(fx_wal_pending_dir(d), 0);
-	assert_true(asprintf(&p, "%s/b", d) > 0);
-	fd = open(p, O_WRONLY);
-	assert_true(fd >= 0);
-	assert_int_equal(pwrite(fd, "hell", 4, 0), 4);
-	close(fd);
-	free(p);
+	lose_in_place(d);
 	fx_os.mount_id = other_mount; /* same boot id, another mount */
 	assert_int_equal(fx_wal_pending_dir(d), 1);
 	assert_true(domain_recover(d) >= 0);

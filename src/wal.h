@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wal.h - the write-ahead log (wal.c, rules W1-W12): the only way into it.
+ * The log's state lives in the domain handle (fields marked "wal" in
+ * internal.h), which only wal.c reads.
+ */
+#ifndef FSTX_WAL_H
+#define FSTX_WAL_H
+
+#include <stdint.h>
+
+struct fstx_domain;
+struct plan;
+struct btrfs_ioctl_usertrans;
+
+/* Replay records not yet applied in place (rule W5); 1 replayed, 0 none. */
+int fx_wal_recover(struct fstx_domain *d);
+/* lazy_too 0: leave lazy records queued (a transaction's start, W10). */
+int fx_wal_recover_mode(struct fstx_domain *d, int lazy_too);
+/* W8: 1 the hint says the domain is clean (log recovered), 0 check it. */
+int fx_wal_enter(struct fstx_domain *d);
+int fx_wal_set_clean(struct fstx_domain *d);
+int fx_wal_set_dirty(struct fstx_domain *d);
+int fx_wal_settle(struct fstx_domain *d); /* W12: at close, under the lock */
+/* 1 if fx_wal_recover would replay something, 0 if not, -errno. */
+int fx_wal_pending(struct fstx_domain *d);
+/* Apply open records, make everything durable in place and empty the log
+ * (rule W6); 0 empty, 1 done, 2 done after applying open records. */
+int fx_wal_checkpoint(struct fstx_domain *d);
+/* Bytes of records the log holds (0 after a checkpoint). */
+uint64_t fx_wal_bytes(struct fstx_domain *d);
+/* The same, read without the lock and changing nothing; 0 or -errno. */
+int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes);
+/* The log is checkpointed once its records pass this many bytes. */
+extern uint64_t fx_wal_max;
+/* Transactions writing more data than this take the undo way. */
+extern uint64_t fx_wal_large;
+/* W10: lazy records open past this many bytes are flushed. */
+extern uint64_t fx_lazy_max;
+extern uint64_t fx_wal_window; /* wal.c: open records read in one go up to this */
+/* No log entry reaches past this offset (below every supported
+ * filesystem's limit); recovery refuses one that does. */
+#define FX_WAL_MAX_OFF (1ULL << 40)
+
+/*
+ * wal.c: commit an eligible transaction through the log (rules W1-W4);
+ * res holds every op's predicted result.  0 committed, 1 declined (nothing
+ * written: take the undo way), 2 records of other writers on the same
+ * inodes were applied first (plan again), or -errno.  Drops and retakes
+ * the domain lock around the record's barrier (group commit).
+ */
+long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
+		   const struct plan *P, const int64_t *res);
+
+#endif
