@@ -241,7 +241,13 @@ static int r_ftruncate(int fd, off_t len)
 
 static int r_ficlonerange(int a, int b, uint64_t c, uint64_t d, uint64_t e)
 {
-	add_data(a, e, d ? d : UINT64_MAX / 2);
+	struct stat st;
+
+	/* len 0 clones to the source's end: record that many bytes, not an
+	 * unbounded range (a torn state would write zeros up to it) */
+	if (!d && fstat(b, &st) == 0)
+		d = (uint64_t)st.st_size > c ? (uint64_t)st.st_size - c : 0;
+	add_data(a, e, d);
 	return fx_os_libc.ficlonerange(a, b, c, d, e);
 }
 
