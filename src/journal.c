@@ -55,12 +55,16 @@
  *     durable when any process fsyncs it, and nothing orders the mark's
  *     rename with it.  Proved by test_powerloss power_loss_fsync and
  *     blockcrash.bats (bgsync variants).
- *  5b. Below the mark too, a MOVE is reversed only while its inode is at
- *     its destination: an undo cut short by power loss may have made some
- *     of its own reversals durable and not others (its end fsyncs each
- *     object it changed, rule 6, not the whole filesystem), so a later
- *     name may already hold the object that was there before.  Proved by
- *     test_powerloss power_loss (corpus 11: replace, then a failing op).
+ *  5b. Below the mark, a MOVE is not reversed when its destination holds
+ *     the object of another MOVE of the journal: an undo cut short by
+ *     power loss may have made some of its own reversals durable and not
+ *     others (its end fsyncs each object it changed, rule 6, not the whole
+ *     filesystem), so a name may already hold the object that was there
+ *     before, put back by that other step's undo.  Proved by test_powerloss
+ *     power_loss (corpus 11: replace, then a failing op).  Any other
+ *     object there (one that another process swapped in at the source
+ *     before the step ran) is moved back, so the names come back as they
+ *     were (test_race).
  *     Then sizes, data ranges and xattrs of initial objects are restored at
  *     their initial paths (checked by inode number).  Undo is idempotent, so
  *     a crash during recovery is recovered by running it again.
@@ -972,9 +976,19 @@ static int move_back(struct fstx_domain *d, const struct fx_step *s,
 }
 
 /* Rule 5: undo one step if it happened. */
-static int undo_step(struct fstx_domain *d, const struct fx_step *s,
+/* Does a MOVE of journal j name inode ino? */
+static int step_of_ino(const struct jr *j, uint64_t ino)
+{
+	for (size_t i = 0; i < j->nsteps; i++)
+		if (j->steps[i].kind == FX_ST_MOVE && j->steps[i].ino == ino)
+			return 1;
+	return 0;
+}
+
+static int undo_step(const struct jr *j, const struct fx_step *s,
 		     struct fx_syncset *ss)
 {
+	struct fstx_domain *d = j->d;
 	struct stat st;
 	int b;
 
@@ -985,9 +999,11 @@ static int undo_step(struct fstx_domain *d, const struct fx_step *s,
 			return 0;
 		if (b < 0)
 			return b;
-		/* another inode there: this step was undone already (an undo
-		 * cut short, part of it durable) or never happened (rule 5b) */
-		if (s->ino && (uint64_t)st.st_ino != s->ino)
+		/* the object of another step there: that step's undo put it
+		 * back already (an undo cut short, part of it durable), and
+		 * this one's was done too (rule 5b) */
+		if (s->ino && (uint64_t)st.st_ino != s->ino &&
+		    step_of_ino(j, (uint64_t)st.st_ino))
 			return 0;
 		return move_back(d, s, &st, ss);
 	case FX_ST_MKDIR:
@@ -1146,7 +1162,7 @@ static int journal_undo(struct jr *j)
 			return r;
 	for (long i = mark; i >= 0; i--)
 		if ((r = fx_mark_set(j->d, i)) < 0 ||
-		    (r = undo_step(j->d, &j->steps[i], j->ss)) < 0)
+		    (r = undo_step(j, &j->steps[i], j->ss)) < 0)
 			return r;
 	/* Sizes first, then data inside them, then xattrs (rule 5). */
 	for (int pass = J_SIZE; pass <= J_XATTR; pass++)
