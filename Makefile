@@ -89,13 +89,13 @@ lint:
 		-Iinclude -Isrc --suppress=missingIncludeSystem src/ bench/
 
 # The whole suite on every filesystem (a sample of the crash/error corpus:
-# 8 transactions on the first filesystem, 4 on the others, 256 MiB for
+# 6 transactions on the first filesystem, 3 on the others, 128 MiB for
 # test_large; make crashtest runs all of the corpus), then once more under
 # ASan+UBSan, then fuzzing.  About 35 minutes on 2 CPUs.
 check: deps all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 	@$(MAKE) --no-print-directory lint
-	@FSTX_CORPUS_FIRST=$${FSTX_CORPUS_FIRST-8} FSTX_CORPUS_OTHERS=$${FSTX_CORPUS_OTHERS-4} \
-		FSTX_LARGE_MB=$${FSTX_LARGE_MB-256} FSTX_BANK_TX_FIRST=$${FSTX_BANK_TX_FIRST-300} \
+	@FSTX_CORPUS_FIRST=$${FSTX_CORPUS_FIRST-6} FSTX_CORPUS_OTHERS=$${FSTX_CORPUS_OTHERS-3} \
+		FSTX_LARGE_MB=$${FSTX_LARGE_MB-128} FSTX_BANK_TX_FIRST=$${FSTX_BANK_TX_FIRST-300} \
 		bash test/run.sh $(B)
 	@$(MAKE) --no-print-directory SAN=1 check-san
 	@$(MAKE) --no-print-directory -j2 fuzz-build
