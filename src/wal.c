@@ -1234,17 +1234,24 @@ static int sync_entry(struct fstx_domain *d, const struct went *e,
 		      const char *path, const char *name, uint64_t data,
 		      struct wvisit *v)
 {
-	int fd;
+	struct stat st;
+	int fd, r;
 
 	(void)name;
 	(void)data;
 	if (fx_ss_has(v->ss, e->ino))
 		return 0;
-	fd = entry_fd(d, path, e->ino);
-	if (fd == -ENOENT || fd == -ESTALE)
-		return 0; /* removed or replaced since: nothing of the log's there */
+	/* read-only is enough to fsync, and works on a file made read-only
+	 * since its record (entry_fd() wants to write) */
+	fd = fx_open(d, path, O_RDONLY | O_NONBLOCK, 0);
+	if (fd == -ENOENT)
+		return 0; /* removed since: nothing of the log's there */
 	if (fd < 0)
 		return fd;
+	if ((r = fx_os.fstat(fd, &st)) < 0 || (uint64_t)st.st_ino != e->ino) {
+		fx_os.close(fd);
+		return r < 0 ? r : 0; /* another file there now: not the log's */
+	}
 	fx_ss_take(v->ss, fd);
 	return 0;
 }
