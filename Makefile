@@ -89,13 +89,13 @@ lint:
 		-Iinclude -Isrc --suppress=missingIncludeSystem src/ bench/
 
 # The whole suite on every filesystem (a sample of the crash/error corpus:
-# 6 transactions on the first filesystem, 3 on the others, 128 MiB for
+# 6 transactions on the first filesystem, 3 on the others, 64 MiB for
 # test_large; make crashtest runs all of the corpus), then once more under
 # ASan+UBSan, then fuzzing.  About 35 minutes on 2 CPUs.
 check: deps all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 	@$(MAKE) --no-print-directory lint
 	@FSTX_CORPUS_FIRST=$${FSTX_CORPUS_FIRST-6} FSTX_CORPUS_OTHERS=$${FSTX_CORPUS_OTHERS-3} \
-		FSTX_LARGE_MB=$${FSTX_LARGE_MB-128} FSTX_BANK_TX_FIRST=$${FSTX_BANK_TX_FIRST-300} \
+		FSTX_LARGE_MB=$${FSTX_LARGE_MB-64} FSTX_BANK_TX_FIRST=$${FSTX_BANK_TX_FIRST-300} \
 		bash test/run.sh $(B)
 	@$(MAKE) --no-print-directory SAN=1 check-san
 	@$(MAKE) --no-print-directory -j2 fuzz-build
@@ -103,7 +103,7 @@ check: deps all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 
 check-san: all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 FSTX_MATRIX= FSTX_PACKAGING=0 \
-		FSTX_BLOCKCRASH=0 FSTX_CORPUS_FIRST=4 FSTX_LARGE_MB=64 FSTX_BANK_TX_FIRST=100 \
+		FSTX_BLOCKCRASH=0 FSTX_CORPUS_FIRST=3 FSTX_LARGE_MB=32 FSTX_BANK_TX_FIRST=100 \
 		FSTX_SUITES="test_abi test_ops test_txtext test_rollback test_powerloss \
 		test_large test_journal test_race test_bank test_wal test_itx test_lazy cli.bats" \
 		FSTX_LABEL=asan+ubsan bash test/run.sh $(B)
