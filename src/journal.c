@@ -1113,7 +1113,7 @@ static int apply_rec(struct jr *j, const struct jrec *rec)
 		if (r == -ENODATA || r == -EOPNOTSUPP)
 			r = 0;
 	}
-	if (r == 0)
+	if (r == 0 && !fx_ss_has(j->ss, ino)) /* once per file, not per record */
 		fx_ss_file(j->ss, fd);
 	fx_os.close(fd);
 out:
