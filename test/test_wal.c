@@ -790,6 +790,41 @@ static void remount_replays_all(void **state)
 	t_drop(d);
 }
 
+/* W5 without a mount id (kernels before 5.8): the boot id alone, and the
+ * log works as before; another error of the call is the transaction's. */
+static int no_mount_id(int fd, uint64_t *id)
+{
+	(void)fd;
+	(void)id;
+	return -EOPNOTSUPP;
+}
+
+static int mount_id_eio(int fd, uint64_t *id)
+{
+	(void)fd;
+	(void)id;
+	return -EIO;
+}
+
+static void mount_id_missing(void **state)
+{
+	char *st[NSEQ + 1], *d = t_fresh();
+
+	(void)state;
+	seq_states(st);
+	fx_os.mount_id = no_mount_id;
+	for (int k = 0; k < NDATA; k++)
+		assert_int_equal(tx_text(d, seqtx[k], NULL), 0);
+	assert_int_equal(fx_wal_pending_dir(d), 0); /* its own hint trusted */
+	in_range(d, st, NDATA, NDATA, "no mount id", 0);
+	fx_os.mount_id = mount_id_eio;
+	assert_int_equal(tx_text(d, seqtx[0], NULL), -EIO);
+	fx_os = fx_os_libc;
+	for (int k = 0; k <= NSEQ; k++)
+		free(st[k]);
+	t_drop(d);
+}
+
 /* ---- damaged logs ------------------------------------------------------ */
 
 static void patch(const char *d, off_t off, const void *b, size_t n)
@@ -1708,6 +1743,7 @@ int main(void)
 		cmocka_unit_test(apply_fails),
 		cmocka_unit_test(reboot_replays_all),
 		cmocka_unit_test(remount_replays_all),
+		cmocka_unit_test(mount_id_missing),
 		cmocka_unit_test(damaged),
 		cmocka_unit_test(help_applies_open_records_only),
 		cmocka_unit_test(conflict_window),
