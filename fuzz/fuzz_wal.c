@@ -14,8 +14,8 @@
  *                  inode numbers, sizes) are reached.
  * Recovery then runs as after a reboot (another boot id: every record is
  * replayed), or, when byte 0 / 3 is odd, in the same boot with a hint that
- * says an applier was cut short: the help pass (wal.c W4) reads every
- * record into memory, parses its entries (entry_mem), coalesces and
+ * says an applier was cut short: the help pass (wal_apply.c, W4) reads every
+ * record into memory, parses its entries (fx_w_entry_mem), coalesces and
  * applies them.  Oracle: nothing outside the domain changes; nothing under
  * .fstx/ but the log changes; the undamaged log leaves the committed tree
  * exactly; no crash, leak or UB.

@@ -18,7 +18,7 @@
 #define FX_RESOLVE 0x0eULL /* BENEATH | NO_SYMLINKS | NO_MAGICLINKS */
 
 #define FX_FDC 32 /* files a handle keeps open for the log (wal.c) */
-#define FX_WALMAP 4096 /* bytes of .fstx/walsync mapped (wal.c side_fd) */
+#define FX_WALMAP 4096 /* bytes of .fstx/walsync mapped (wal_note.c fx_w_side_fd) */
 
 struct fstx_domain {
 	int root;     /* the domain directory */
@@ -65,7 +65,7 @@ struct fstx_domain {
 	/* wal.c: files of recent log transactions, kept open (see fdc_get) */
 	struct fx_fdc { uint64_t ino; int fd, flags; } fdc[FX_FDC];
 	unsigned fdc_next;
-	unsigned char *wbuf; /* wal.c: the record buffer, kept between commits */
+	unsigned char *wbuf; /* wal_rec.c: the record buffer, kept between commits */
 	unsigned char *win;  /* wal.c: the open records and their state words */
 	size_t win_cap;
 	struct fx_fsfacts {  /* fsfacts.c: detected once per handle */

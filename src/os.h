@@ -64,7 +64,7 @@ struct fx_os {
 	ssize_t (*getdents)(int fd, void *buf, size_t len);
 	int (*dup)(int fd);
 	/* A shared read-only mapping of the first len bytes of fd, which
-	 * the caller keeps at least that long (wal.c: the hint's page). */
+	 * the caller keeps at least that long (wal_note.c: the hint's page). */
 	int (*map_ro)(int fd, size_t len, void **addr);
 	int (*unmap)(void *addr, size_t len);
 	/* This boot's id (/proc/sys/kernel/random/boot_id, 36 chars + NUL):

@@ -3,6 +3,14 @@
  * wal.c - the write-ahead (redo) log of data-only transactions,
  * DIR/.fstx/wal (FSTX_UT_WAL).
  *
+ * The rules below hold for every file of the log; wal.h is its only
+ * interface, wal_int.h what its files share.  This file: commit (W1, W3,
+ * W7, W10), conflicts (W4), checkpoint (W6, W11), recovery (W5) and the
+ * fx_wal_* calls.  wal_rec.c: the format of .fstx/wal (W2), reading,
+ * replaying and writing records.  wal_apply.c: changes in place and the
+ * help pass (W4).  wal_note.c: the hint and the state words in
+ * .fstx/walsync (W2, W5, W8, W9, W12).  wal_group.c: group commit (W3).
+ *
  * Rules.  Each is relied on by recovery; a change to one is a format change.
  *
  *  W1. A transaction takes this path only when trans.c finds it eligible:
@@ -40,7 +48,7 @@
  *      record written before it began; a writer that finds a barrier
  *      under way waits for that barrier only, and a syncer that saw
  *      several writers waits (a bounded time) for them to come back with
- *      their next records (group commit, see group_sync()).  Nothing
+ *      their next records (group commit, wal_group.c).  Nothing
  *      changes in place before the record's barrier has returned (to its
  *      writer or to a helper, W4), so power loss never finds an in-place
  *      change without its record.  A record that cannot be written gets its
@@ -60,7 +68,7 @@
  *      or LAZY) from APPLIED on, in log order, under the busy word; then
  *      APPLIED = END and busy cleared.  A help pass skips a change that a
  *      later record of the pass overwrites whole (coalescing, see
- *      wal_help()).  A transaction that would touch (change or assert on)
+ *      fx_w_help()).  A transaction that would touch (change or assert on)
  *      an inode that an open record changes first helps, and plans again
  *      (the check reads the records from APPLIED to END, and their state
  *      words, in two reads when they span at most fx_wal_window bytes).
@@ -70,7 +78,7 @@
  *      applies the record again.
  *  W5. Within one mount of one boot the page cache holds every applied
  *      change, and the hint (END, APPLIED, the boot id and the mount's
- *      unique id, epoch_id()) is the truth: a PENDING record
+ *      unique id, wal_note.c epoch_id()) is the truth: a PENDING record
  *      whose writer was killed is applied by the next helper (a
  *      conflicting transaction, a checkpoint, fstx_recover(), a flush).  When the
  *      hint is invalid or names another boot or mount (a disk that lost
@@ -167,263 +175,20 @@
  * after the undo journal has been recovered.
  */
 #define _GNU_SOURCE
-#include "plan.h"
 #include "syncset.h"
-#include "wal.h"
+#include "wal_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <linux/magic.h>
-#include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
-
-#define W_FILE_MAGIC "FSTXWAL1"
-#define W_REC_MAGIC 0x31575846u /* "FXW1" little-endian */
-#define W_VERSION 1
-/* .fstx/walsync: page-cache notes of this boot, never synced (W2) */
-#define S_GROUP 0      /* group commit: (salt, end) durable, the barrier */
-#define S_HINT 64      /* the hint */
-#define S_STATE 4096   /* state words: 16 bytes per 32 bytes of log */
-#define W_START 1024
-#define W_CHUNK (1u << 20)
-#define W_BUF (64u << 10)
-#define W_GROW (1u << 20)
-#define W_NAME_MAX 255
-
-#define ARGP(op, i) ((const char *)(intptr_t)(op)->args[i])
-
-enum { W_PWRITE = 1, W_TRUNC = 2, W_SETX = 3 };
-
-struct wfile {
-	char magic[8];
-	uint32_t version, rsv;
-	uint64_t salt;
-	uint32_t crc, pad;
-};
-
-struct whint {
-	uint64_t salt, end, applied;
-	char boot[36];
-	uint32_t crc;
-	/* later additions, not covered by the CRC (page cache only, W2) */
-	uint32_t clean; /* W8 */
-	uint32_t busy;  /* W4: an applier was at work */
-	uint64_t lazy;  /* W10: the end of the last lazy record */
-	uint32_t kept;  /* W11: a record not crash-only since the checkpoint */
-	uint32_t loose; /* W11: the last checkpoint had no barrier */
-};
-
-struct wrec {
-	uint32_t magic, nent;
-	uint64_t len, salt;
-	uint32_t crc;
-	uint32_t state; /* W3, W4; not covered by the CRC */
-};
-
-enum { WS_PENDING = 0, WS_APPLIED = 1, WS_CANCELLED = 2, WS_APPLYING = 3,
-       WS_LAZY = 4 };
-#define WS_OPEN(s) ((s) == WS_PENDING || (s) == WS_APPLYING || (s) == WS_LAZY)
-
-struct went {
-	uint32_t kind, plen;
-	uint64_t ino, a, b;
-	uint32_t nlen, rsv;
-};
-
-_Static_assert(sizeof(struct wfile) == 32, "wal header");
-_Static_assert(sizeof(struct whint) == 88, "wal hint");
-_Static_assert(S_HINT + sizeof(struct whint) < FX_WALMAP, "the hint is in the mapped page");
-_Static_assert(sizeof(struct wrec) == 32, "wal record header");
-_Static_assert(sizeof(struct went) == 40, "wal entry header");
 
 uint64_t fx_wal_max = 4u << 20;
 uint64_t fx_wal_large = 1u << 20;
 uint64_t fx_lazy_max = 4u << 20;
 uint64_t fx_wal_window = 256u << 10;
-
-static uint64_t pad8(uint64_t n)
-{
-	return (n + 7) & ~(uint64_t)7;
-}
-
-static int write_all(int fd, const void *buf, size_t len, uint64_t off)
-{
-	const unsigned char *p = buf;
-
-	while (len) {
-		ssize_t n = fx_os.pwrite(fd, p, len, (off_t)off);
-
-		if (n < 0)
-			return (int)n;
-		if (n == 0)
-			return -EIO;
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int read_all(int fd, void *buf, size_t len, uint64_t off)
-{
-	unsigned char *p = buf;
-
-	while (len) {
-		ssize_t n = fx_os.pread(fd, p, len, (off_t)off);
-
-		if (n < 0)
-			return (int)n;
-		if (n == 0)
-			return -ENODATA; /* the file ends first */
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static void hint_fill(struct whint *h, uint64_t salt, uint64_t end,
-		      uint64_t applied, const char *boot)
-{
-	memset(h, 0, sizeof(*h));
-	h->salt = salt;
-	h->end = end;
-	h->applied = applied;
-	memcpy(h->boot, boot, sizeof(h->boot));
-	h->crc = fx_crc32c(0, h, offsetof(struct whint, clean));
-}
-
-/*
- * The hint is read at every lock: from a shared mapping of walsync's first
- * page, a memory read, not a system call.  The file is made at least that
- * long first (a zero byte at its end, where nothing lives; it never
- * shrinks, so the mapping cannot fault).  Without the mapping the hint is
- * read with pread.
- */
-static void walsync_map(struct fstx_domain *d)
-{
-	static const char z;
-	struct stat st;
-	void *p;
-
-	if (fx_os.fstat(d->walsync, &st) < 0 ||
-	    (st.st_size < FX_WALMAP &&
-	     write_all(d->walsync, &z, 1, FX_WALMAP - 1) < 0))
-		return;
-	if (fx_os.map_ro(d->walsync, FX_WALMAP, &p) == 0)
-		d->walmap = p;
-}
-
-/* .fstx/walsync, opened (and made) when first needed. */
-static int side_fd(struct fstx_domain *d)
-{
-	int r;
-
-	if (d->walsync < 0) {
-		r = fx_os.openat2(d->meta, "walsync", O_RDWR | O_CREAT, 0600,
-				    FX_RESOLVE);
-		if (r < 0)
-			return r;
-		d->walsync = r;
-		walsync_map(d);
-	}
-	return d->walsync;
-}
-
-/* Records are at least 32 bytes long: one word per 32 bytes of log. */
-static uint64_t state_off(uint64_t rec)
-{
-	return S_STATE + rec / 32 * 16;
-}
-
-struct wstate {     /* a state word (W2): valid only with the log's salt */
-	uint32_t state, pad;
-	uint64_t salt;
-};
-
-/*
- * W5: the notes are the truth within one mount of one boot.  Their boot
- * field holds the boot id with the mount's unique id in its last 16
- * characters: a remount (a forced unmount, a removable or network disk
- * that came back) gets another id, and the hint is not trusted.  Where
- * the kernel has no mount id the boot id alone is used (fstx(7)).
- */
-static int epoch_id(struct fstx_domain *d, char id[37])
-{
-	int r = fx_os.boot_id(id);
-
-	if (r < 0)
-		return r;
-	if (!d->mnt_known) {
-		r = fx_os.mount_id(d->root, &d->mnt_id);
-		if (r < 0 && r != -EOPNOTSUPP && r != -EINVAL && r != -ENOSYS)
-			return r;
-		d->mnt_known = r < 0 ? -1 : 1;
-	}
-	if (d->mnt_known > 0)
-		snprintf(id + 20, 17, "%016llx", (unsigned long long)d->mnt_id);
-	return 0;
-}
-
-/* The hint from d->wal_end and d->wal_applied (no barrier). */
-static int hint_write(struct fstx_domain *d)
-{
-	struct whint h;
-	char boot[37];
-	int r = epoch_id(d, boot), fd = side_fd(d);
-
-	if (r < 0 || fd < 0)
-		return r < 0 ? r : fd;
-	hint_fill(&h, d->wal_salt, d->wal_end, d->wal_applied, boot);
-	d->wal_said[0] = d->wal_salt; /* W12 */
-	d->wal_said[1] = d->wal_applied;
-	d->wal_said[2] = d->wal_end;
-	d->wal_unsaid = 0;
-	h.clean = d->wal_clean;
-	h.busy = d->wal_busy;
-	h.lazy = d->wal_lazy;
-	h.kept = (uint32_t)d->wal_kept;
-	h.loose = (uint32_t)d->wal_loose;
-	return write_all(fd, &h, sizeof(h), S_HINT);
-}
-
-/* Bytes of walsync at off: from the mapping, or read (0 or -errno). */
-static int side_read(struct fstx_domain *d, void *buf, size_t len, uint64_t off)
-{
-	if (d->walmap && off + len <= FX_WALMAP) {
-		memcpy(buf, d->walmap + off, len);
-		return 0;
-	}
-	return read_all(d->walsync, buf, len, off);
-}
-
-/* 1 a valid hint of this boot in *h, 0 none, -errno. */
-static int hint_read(struct fstx_domain *d, struct whint *h)
-{
-	char boot[37];
-	uint32_t crc;
-	/* under the lock: no hint write is under way */
-	int r = side_read(d, h, sizeof(*h), S_HINT);
-
-	if (r == -ENODATA)
-		return 0;
-	if (r < 0)
-		return r;
-	if ((r = epoch_id(d, boot)) < 0)
-		return r;
-	crc = h->crc;
-	h->crc = 0;
-	return fx_crc32c(0, h, offsetof(struct whint, clean)) == crc && h->salt &&
-	       h->end >= W_START && h->applied >= W_START && h->applied <= h->end &&
-	       !memcmp(h->boot, boot, sizeof(h->boot));
-}
 
 /*
  * A new, empty log with a new salt (W6).  A checkpoint's header is made
@@ -434,642 +199,24 @@ static int hint_read(struct fstx_domain *d, struct whint *h)
 static int wal_reset(struct fstx_domain *d, int loose)
 {
 	unsigned char b[W_START];
-	struct wfile f = { .magic = W_FILE_MAGIC, .version = W_VERSION };
-	uint64_t old = d->wal_salt;
+	uint64_t old = d->wal_salt, salt;
 	int r;
 
-	do {
-		if (getrandom(&f.salt, sizeof(f.salt), 0) != sizeof(f.salt))
-			return -EIO;
-	} while (!f.salt || f.salt == d->wal_salt);
-	f.crc = fx_crc32c(0, &f, sizeof(f));
-	memset(b, 0, sizeof(b));
-	memcpy(b, &f, sizeof(f));
+	if ((r = fx_w_head_new(old, b, &salt)) < 0)
+		return r;
 	/* the hint goes first: a loader trusts its salt without the header */
-	if ((r = side_fd(d)) < 0 ||
-	    (r = write_all(d->walsync, b + 64, sizeof(struct whint), S_HINT)) < 0 ||
-	    (r = write_all(d->wal, b, sizeof(b), 0)) < 0)
+	if ((r = fx_w_hint_drop(d)) < 0 ||
+	    (r = fx_w_write_all(d->wal, b, sizeof(b), 0)) < 0)
 		return r;
 	if (old && !loose && (r = fx_os.fdatasync(d->wal)) < 0) {
 		d->latched = r;
 		return r;
 	}
-	d->wal_salt = f.salt;
+	d->wal_salt = salt;
 	d->wal_end = d->wal_applied = W_START;
 	d->wal_kept = 0;
 	d->wal_loose = loose;
-	return hint_write(d);
-}
-
-/*
- * Read header and hint.  Sets d->wal_salt (0: no valid header, the log is
- * empty), and d->wal_end and d->wal_applied from a hint of this boot (W5);
- * *fresh is 0 when there is none (replay everything).  1 (the domain's
- * open made the log, domain.c), -errno; -EUCLEAN for a header of a future
- * version.
- */
-static int wal_load(struct fstx_domain *d, int *fresh)
-{
-	uint64_t known = d->wal_salt;
-	struct wfile f;
-	struct whint h;
-	int r, fd, hint, unsaid = d->wal_unsaid;
-
-	d->wal_salt = 0;
-	d->wal_end = d->wal_applied = 0;
-	d->wal_clean = d->wal_busy = 0;
-	d->wal_lazy = 0;
-	d->wal_kept = 1; /* W11: without a hint of this boot, assume the worst */
-	d->wal_loose = 0;
-	d->wal_mine = d->wal_unsaid = 0;
-	*fresh = 0;
-	if ((fd = side_fd(d)) < 0)
-		return fd;
-	if ((hint = hint_read(d, &h)) < 0)
-		return hint;
-	if (hint && known && h.salt == known) {
-		/* the header this handle read: a new one changes the hint first */
-		d->wal_salt = known;
-		goto fresh;
-	}
-	if ((r = read_all(d->wal, &f, sizeof(f), 0)) == -ENODATA)
-		return 1; /* never completed: no record can be committed */
-	if (r < 0)
-		return r;
-	uint32_t crc = f.crc;
-
-	f.crc = 0;
-	if (memcmp(f.magic, W_FILE_MAGIC, 8) || fx_crc32c(0, &f, sizeof(f)) != crc ||
-	    !f.salt)
-		return 1; /* torn by power loss during a checkpoint: empty */
-	if (f.version != W_VERSION)
-		return -EUCLEAN;
-	d->wal_salt = f.salt;
-	if (!hint || h.salt != f.salt)
-		return 1; /* no hint of this boot: replay everything */
-fresh:
-	*fresh = 1;
-	d->wal_end = h.end;
-	d->wal_applied = h.applied;
-	d->wal_clean = h.clean == 1;
-	d->wal_busy = h.busy != 0;
-	d->wal_lazy = h.lazy;
-	d->wal_kept = h.kept != 0;
-	d->wal_loose = h.loose != 0;
-	d->wal_mine = h.salt == d->wal_said[0] && h.applied == d->wal_said[1] &&
-		      h.end == d->wal_said[2];
-	if (d->wal_mine && unsaid && d->wal_busy) {
-		d->wal_applied = h.end; /* W12: this handle applied it */
-		d->wal_busy = 0;
-		d->wal_unsaid = 1; /* still owed: a reader writes no hint */
-	}
-	return 1;
-}
-
-/* Is there a valid record at off?  1 (header in *h), 0 no, -errno. */
-static int rec_check(struct fstx_domain *d, uint64_t off, uint64_t size,
-		     struct wrec *h, unsigned char *buf)
-{
-	uint64_t p, end;
-	uint32_t crc;
-	struct wrec z;
-	int r;
-
-	if (off + sizeof(*h) > size)
-		return 0;
-	if ((r = read_all(d->wal, h, sizeof(*h), off)) < 0)
-		return r == -ENODATA ? 0 : r;
-	if (h->magic != W_REC_MAGIC || h->salt != d->wal_salt ||
-	    h->len > size - off - sizeof(*h))
-		return 0;
-	z = *h;
-	z.crc = 0;
-	z.state = 0;
-	crc = fx_crc32c(0, &z, sizeof(z));
-	p = off + sizeof(*h);
-	end = p + h->len;
-	while (p < end) {
-		size_t n = end - p > W_CHUNK ? W_CHUNK : (size_t)(end - p);
-
-		if ((r = read_all(d->wal, buf, n, p)) < 0)
-			return r == -ENODATA ? 0 : r;
-		crc = fx_crc32c(crc, buf, n);
-		p += n;
-	}
-	return crc == h->crc;
-}
-
-/* The entry's file, opened (writable where it can be) and checked. */
-static int entry_fd(struct fstx_domain *d, const char *path, uint64_t ino)
-{
-	struct stat st;
-	int fd = fx_open(d, path, O_RDWR, 0), r;
-
-	if (fd == -EISDIR)
-		fd = fx_open(d, path, O_RDONLY | O_DIRECTORY, 0);
-	if (fd < 0)
-		return fd;
-	r = fx_os.fstat(fd, &st);
-	if (r == 0 && (uint64_t)st.st_ino != ino)
-		r = -ESTALE;
-	if (r < 0) {
-		fx_os.close(fd);
-		return r;
-	}
-	return fd;
-}
-
-/* A path the log may name: relative, no NUL, not into .fstx/. */
-static int path_ok(const char *p, uint32_t len)
-{
-	if (!len || len >= PATH_MAX || memchr(p, 0, len) || p[0] == '/')
-		return 0;
-	return !(len >= 5 && !memcmp(p, FX_META, 5) && (len == 5 || p[5] == '/'));
-}
-
-static int copy_in(struct fstx_domain *d, int fd, uint64_t src, uint64_t len,
-		   uint64_t dst, unsigned char *buf)
-{
-	while (len) {
-		size_t n = len > W_CHUNK ? W_CHUNK : (size_t)len;
-		int r = read_all(d->wal, buf, n, src);
-
-		if (r == 0)
-			r = write_all(fd, buf, n, dst);
-		if (r < 0)
-			return r == -ENODATA ? -EUCLEAN : r;
-		src += n;
-		dst += n;
-		len -= n;
-	}
-	return 0;
-}
-
-/*
- * Is entry e, with its path and xattr name (NUL-terminated here), sound,
- * with room bytes of the record after the names?  A malformed entry in a
- * record whose CRC holds is -EUCLEAN (W5).
- */
-static int entry_check(const struct went *e, const char *path, const char *name,
-		       uint64_t room)
-{
-	if (!path_ok(path, e->plen) || memchr(name, 0, e->nlen) ||
-	    strlen(path) != e->plen)
-		return -EUCLEAN;
-	if (e->kind == W_TRUNC ? e->b != 0 : room < e->b)
-		return -EUCLEAN;
-	if (e->kind == W_SETX ? (e->b > FSTX_MAX_XATTR || !e->nlen) : e->nlen)
-		return -EUCLEAN;
-	if (e->a > FX_WAL_MAX_OFF || e->b > FX_WAL_MAX_OFF - e->a)
-		return -EUCLEAN; /* no commit writes such an entry (W1) */
-	if (e->kind < W_PWRITE || e->kind > W_SETX)
-		return -EUCLEAN;
-	return 0;
-}
-
-/* The entry at *p of a payload held in memory (len bytes); 0 or -EUCLEAN. */
-static int entry_mem(const unsigned char *pl, uint64_t len, uint64_t *p,
-		     struct went *e, char *path, char *name,
-		     const unsigned char **data)
-{
-	uint64_t q = *p;
-
-	if (len - q < sizeof(*e))
-		return -EUCLEAN;
-	memcpy(e, pl + q, sizeof(*e));
-	q += sizeof(*e);
-	if (e->plen >= PATH_MAX || e->nlen > W_NAME_MAX ||
-	    len - q < (uint64_t)e->plen + e->nlen)
-		return -EUCLEAN;
-	memcpy(path, pl + q, e->plen);
-	path[e->plen] = 0;
-	memcpy(name, pl + q + e->plen, e->nlen);
-	name[e->nlen] = 0;
-	q += e->plen + e->nlen;
-	if (entry_check(e, path, name, len - q) < 0)
-		return -EUCLEAN;
-	*data = pl + q;
-	q = pad8(q + (e->kind == W_TRUNC ? 0 : e->b));
-	*p = q > len ? len : q;
-	return 0;
-}
-
-/* One entry of a record read from the log (rec_walk()). */
-struct wvisit {
-	int (*fn)(struct fstx_domain *d, const struct went *e, const char *path,
-		  const char *name, uint64_t data, struct wvisit *v);
-	int fd;                   /* the open file of path cur */
-	char cur[PATH_MAX];
-	unsigned char *buf;       /* W_CHUNK bytes */
-	struct fx_syncset *ss;    /* wal_sync_named() */
-};
-
-/* The file of entry e, kept open while entries name the same path. */
-static int visit_fd(struct fstx_domain *d, const struct went *e,
-		    const char *path, struct wvisit *v)
-{
-	if (v->fd >= 0 && !strcmp(v->cur, path))
-		return v->fd;
-	if (v->fd >= 0)
-		fx_os.close(v->fd);
-	v->cur[0] = 0;
-	if ((v->fd = entry_fd(d, path, e->ino)) < 0)
-		return v->fd;
-	memcpy(v->cur, path, e->plen + 1);
-	return v->fd;
-}
-
-/* Call v->fn for each entry of the valid record at off, read from the
- * log (any size); stops at the first error, -EUCLEAN for a bad entry. */
-static int rec_walk(struct fstx_domain *d, uint64_t off, const struct wrec *h,
-		    struct wvisit *v)
-{
-	char path[PATH_MAX], name[W_NAME_MAX + 1];
-	uint64_t p = off + sizeof(*h), end = p + h->len;
-	int r = 0;
-
-	v->fd = -1;
-	for (uint32_t k = 0; k < h->nent && r == 0; k++) {
-		struct went e;
-		uint64_t data;
-
-		r = -EUCLEAN;
-		if (end - p < sizeof(e) ||
-		    read_all(d->wal, &e, sizeof(e), p) < 0)
-			break;
-		p += sizeof(e);
-		if (e.plen >= PATH_MAX || e.nlen > W_NAME_MAX ||
-		    end - p < (uint64_t)e.plen + e.nlen)
-			break;
-		if (read_all(d->wal, path, e.plen, p) < 0 ||
-		    read_all(d->wal, name, e.nlen, p + e.plen) < 0)
-			break;
-		if (memchr(path, 0, e.plen))
-			break;
-		path[e.plen] = 0;
-		name[e.nlen] = 0;
-		data = p + e.plen + e.nlen;
-		if (entry_check(&e, path, name, end - data) < 0)
-			break;
-		p = pad8(data + e.b);
-		if (p > end)
-			p = end;
-		r = v->fn(d, &e, path, name, data, v);
-	}
-	if (v->fd >= 0)
-		fx_os.close(v->fd);
-	v->fd = -1;
-	return r;
-}
-
-static int replay_entry(struct fstx_domain *d, const struct went *e,
-			const char *path, const char *name, uint64_t data,
-			struct wvisit *v)
-{
-	int fd = visit_fd(d, e, path, v), r;
-
-	if (fd < 0)
-		return fd;
-	switch (e->kind) {
-	case W_PWRITE:
-		return copy_in(d, fd, data, e->b, e->a, v->buf);
-	case W_TRUNC:
-		return fx_os.ftruncate(fd, (off_t)e->a);
-	default:
-		r = read_all(d->wal, v->buf, (size_t)e->b, data);
-		return r < 0 ? r : fx_os.fsetxattr(fd, name, v->buf, (size_t)e->b, 0);
-	}
-}
-
-/* Apply one valid record again (W5), reading it from the log. */
-static int rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
-		      unsigned char *buf)
-{
-	struct wvisit v = { .fn = replay_entry, .buf = buf };
-
-	return rec_walk(d, off, h, &v);
-}
-
-/*
- * The state word of the record at off, from .fstx/walsync (W2).  A word
- * of another salt (an older log's), or none, is PENDING: a record is open
- * until its word says otherwise, so appending writes no word.
- */
-static int rec_state(struct fstx_domain *d, uint64_t off, uint32_t *state)
-{
-	struct wstate w;
-	int fd = side_fd(d), r;
-
-	if (fd < 0)
-		return fd;
-	r = read_all(fd, &w, sizeof(w), state_off(off));
-	*state = WS_PENDING;
-	if (r == -ENODATA) /* never written: a hole */
-		return 0;
-	if (r == 0 && w.salt == d->wal_salt)
-		*state = w.state;
-	return r;
-}
-
-/*
- * The record's header at off (no CRC check) with its state word; 0, or
- * -EUCLEAN where the hint says a record is and none is.
- */
-static int rec_head(struct fstx_domain *d, uint64_t off, struct wrec *h)
-{
-	int r = read_all(d->wal, h, sizeof(*h), off);
-
-	if (r == -ENODATA || (!r && (h->magic != W_REC_MAGIC || h->salt != d->wal_salt)))
-		return -EUCLEAN; /* the hint points at no record: damage */
-	return r < 0 ? r : rec_state(d, off, &h->state);
-}
-
-static uint64_t rec_next(uint64_t off, const struct wrec *h)
-{
-	return off + sizeof(*h) + pad8(h->len);
-}
-
-static int set_state(struct fstx_domain *d, uint64_t off, uint32_t state)
-{
-	struct wstate w = { .state = state, .salt = d->wal_salt };
-	int fd = side_fd(d);
-
-	return fd < 0 ? fd : write_all(fd, &w, sizeof(w), state_off(off));
-}
-
-/* Move APPLIED past records no longer PENDING, and write the hint (W4). */
-static int advance(struct fstx_domain *d)
-{
-	struct wrec h;
-	int r;
-
-	while (d->wal_applied < d->wal_end) {
-		if ((r = rec_head(d, d->wal_applied, &h)) < 0)
-			return r;
-		if (WS_OPEN(h.state))
-			break;
-		d->wal_applied = rec_next(d->wal_applied, &h);
-	}
-	return hint_write(d);
-}
-
-/*
- * Help (W4, W10).  One pass applies every open record in log order after
- * one barrier; a change that a later record of the pass overwrites whole
- * is skipped (coalescing, as a checkpoint of SQLite writes each page once):
- * a pwrite inside a later pwrite's range of the same inode, a setxattr of
- * a name the same inode sets again later.  The final bytes of a range, and
- * the size (a pwrite extends a file at most to its end, which the later
- * one reaches too), are those the later set leaves, whatever ran between;
- * so the pass leaves what applying every entry would.  Truncates are never
- * skipped.  The pass sets the hint's busy word first and moves APPLIED to
- * the end after, without state words: a pass cut short is done again
- * whole by the next lock holder (W5: replay in order is idempotent).
- */
-#define H_IV 4       /* later pwrite ranges remembered per inode */
-#define H_FDS 16     /* files a pass keeps open */
-
-struct hent {        /* an entry of a record in the pass */
-	uint64_t ino, a, b;
-	uint32_t kind, skip;
-	char *name;      /* W_SETX */
-};
-
-struct hslot {       /* inode -> its later changes (open addressing) */
-	uint64_t ino;
-	int used, niv;
-	uint64_t iv[H_IV][2];
-	char **names;    /* xattr names set later */
-	size_t nnames, capnames;
-};
-
-struct hpass {
-	struct hent *e;
-	size_t n, cap;
-	struct hslot *t;
-	size_t tsize;
-	struct { uint64_t ino; int fd; } fds[H_FDS];
-	unsigned nfd;
-	unsigned char *buf; /* W_CHUNK: a record's payload */
-};
-
-static struct hslot *hslot_of(struct hpass *H, uint64_t ino)
-{
-	size_t i = (size_t)(ino * 0x9e3779b97f4a7c15ull) & (H->tsize - 1);
-
-	while (H->t[i].used && H->t[i].ino != ino)
-		i = (i + 1) & (H->tsize - 1);
-	H->t[i].used = 1;
-	H->t[i].ino = ino;
-	return &H->t[i];
-}
-
-/* Is entry x overwritten whole later?  Then skip it; else remember it. */
-static int hent_later(struct hslot *sl, const struct hent *x)
-{
-	if (x->kind == W_PWRITE) {
-		for (int k = 0; k < sl->niv; k++)
-			if (sl->iv[k][0] <= x->a && x->a + x->b <= sl->iv[k][1])
-				return 1;
-		if (sl->niv < H_IV) {
-			sl->iv[sl->niv][0] = x->a;
-			sl->iv[sl->niv++][1] = x->a + x->b;
-		}
-		return 0;
-	}
-	if (x->kind != W_SETX)
-		return 0;
-	for (size_t k = 0; k < sl->nnames; k++)
-		if (!strcmp(sl->names[k], x->name))
-			return 1;
-	if (sl->nnames == sl->capnames) {
-		size_t c = sl->capnames ? 2 * sl->capnames : 4;
-		char **nn = fx_realloc(sl->names, c * sizeof(*nn));
-
-		if (!nn)
-			return 0; /* not skipping is always right */
-		sl->names = nn;
-		sl->capnames = c;
-	}
-	sl->names[sl->nnames++] = x->name;
-	return 0;
-}
-
-/*
- * The record at off, checked, its payload in H->buf (whole up to W_CHUNK):
- * 1 open, 0 applied or cancelled, -errno (-EUCLEAN: none where the hint
- * says one is).
- */
-static int help_rec(struct fstx_domain *d, struct hpass *H, uint64_t size,
-		    uint64_t off, struct wrec *h)
-{
-	int r = rec_check(d, off, size, h, H->buf);
-
-	if (r <= 0)
-		return r < 0 ? r : -EUCLEAN;
-	if ((r = rec_state(d, off, &h->state)) < 0)
-		return r;
-	return WS_OPEN(h->state);
-}
-
-/* Pass 1: the entries of the open records in [applied, end), marked. */
-static int help_collect(struct fstx_domain *d, struct hpass *H, uint64_t size)
-{
-	char path[PATH_MAX], name[W_NAME_MAX + 1];
-	struct wrec h;
-	int r;
-
-	for (uint64_t off = d->wal_applied; off < d->wal_end; off = rec_next(off, &h)) {
-		const unsigned char *data;
-		uint64_t p = 0;
-		struct went e;
-
-		if ((r = help_rec(d, H, size, off, &h)) < 0)
-			return r;
-		if (!r || h.len > W_CHUNK)
-			continue; /* large records: applied whole, not coalesced */
-		for (uint32_t k = 0; k < h.nent; k++) {
-			struct hent *x;
-
-			if ((r = entry_mem(H->buf, h.len, &p, &e, path, name, &data)) < 0)
-				return r;
-			if (H->n == H->cap) {
-				size_t c = H->cap ? 2 * H->cap : 64;
-				struct hent *ne = fx_realloc(H->e, c * sizeof(*ne));
-
-				if (!ne)
-					return -ENOMEM;
-				H->e = ne;
-				H->cap = c;
-			}
-			x = &H->e[H->n++];
-			*x = (struct hent){ .ino = e.ino, .a = e.a, .b = e.b,
-					    .kind = e.kind };
-			if (e.kind == W_SETX && !(x->name = fx_strdup(name)))
-				return -ENOMEM;
-		}
-	}
-	for (H->tsize = 16; H->tsize < 2 * H->n; H->tsize *= 2)
-		;
-	if (!(H->t = fx_calloc(H->tsize, sizeof(*H->t))))
-		return -ENOMEM;
-	for (size_t i = H->n; i-- > 0;)
-		H->e[i].skip = (uint32_t)hent_later(hslot_of(H, H->e[i].ino), &H->e[i]);
-	return 0;
-}
-
-/* The pass's fd for the entry's file (opened once per pass). */
-static int help_fd(struct fstx_domain *d, struct hpass *H, const char *path,
-		   uint64_t ino)
-{
-	unsigned k;
-	int fd;
-
-	for (k = 0; k < H->nfd && k < H_FDS; k++)
-		if (H->fds[k].ino == ino)
-			return H->fds[k].fd;
-	if ((fd = entry_fd(d, path, ino)) < 0)
-		return fd;
-	k = H->nfd++ % H_FDS;
-	if (H->nfd > H_FDS)
-		fx_os.close(H->fds[k].fd);
-	H->fds[k].ino = ino;
-	H->fds[k].fd = fd;
-	return fd;
-}
-
-/* Pass 2: apply the entries not skipped, record by record, in log order. */
-static int help_apply(struct fstx_domain *d, struct hpass *H, uint64_t size)
-{
-	char path[PATH_MAX], name[W_NAME_MAX + 1];
-	size_t i = 0;
-	struct wrec h;
-	int r;
-
-	for (uint64_t off = d->wal_applied; off < d->wal_end; off = rec_next(off, &h)) {
-		const unsigned char *data;
-		uint64_t p = 0;
-		struct went e;
-
-		if ((r = help_rec(d, H, size, off, &h)) < 0)
-			return r;
-		if (!r)
-			continue;
-		if (h.len > W_CHUNK) {
-			if ((r = rec_replay(d, off, &h, H->buf)) < 0)
-				return r;
-			continue;
-		}
-		for (uint32_t k = 0; k < h.nent; k++, i++) {
-			int fd;
-
-			if ((r = entry_mem(H->buf, h.len, &p, &e, path, name, &data)) < 0)
-				return r;
-			if (i >= H->n)
-				return -EUCLEAN; /* the log changed under the lock */
-			if (H->e[i].skip)
-				continue;
-			if ((fd = help_fd(d, H, path, e.ino)) < 0)
-				return fd;
-			if (e.kind == W_PWRITE)
-				r = write_all(fd, data, (size_t)e.b, e.a);
-			else if (e.kind == W_TRUNC)
-				r = fx_os.ftruncate(fd, (off_t)e.a);
-			else
-				r = fx_os.fsetxattr(fd, name, data, (size_t)e.b, 0);
-			if (r < 0)
-				return r;
-		}
-	}
-	return 0;
-}
-
-static void help_free(struct hpass *H)
-{
-	for (size_t i = 0; i < H->n; i++)
-		free(H->e[i].name);
-	for (size_t i = 0; H->t && i < H->tsize; i++)
-		free(H->t[i].names);
-	for (unsigned k = 0; k < H->nfd && k < H_FDS; k++)
-		fx_os.close(H->fds[k].fd);
-	free(H->e);
-	free(H->t);
-	free(H->buf);
-}
-
-/* Help: make every open record durable and apply it.  1 done, 0 none. */
-static int wal_help(struct fstx_domain *d)
-{
-	struct hpass H = { 0 };
-	struct stat st;
-	int r;
-
-	if (d->wal_applied >= d->wal_end) { /* the first past APPLIED is open */
-		if (!d->wal_busy)
-			return 0;
-		d->wal_busy = 0;
-		return hint_write(d);
-	}
-	/* crash-only records only (W11, W12): no promise needs the barrier */
-	if (d->wal_kept && (r = fx_os.fdatasync(d->wal)) < 0) {
-		d->latched = r;
-		return r;
-	}
-	if ((r = fx_os.fstat(d->wal, &st)) < 0)
-		return r;
-	if (!(H.buf = fx_malloc(W_CHUNK)))
-		return -ENOMEM;
-	d->wal_busy = 1;
-	if ((r = hint_write(d)) < 0 ||
-	    (r = help_collect(d, &H, (uint64_t)st.st_size)) < 0 ||
-	    (r = help_apply(d, &H, (uint64_t)st.st_size)) < 0)
-		goto out;
-	d->wal_applied = d->wal_end;
-	d->wal_busy = 0;
-	r = hint_write(d);
-out:
-	help_free(&H);
-	return r < 0 ? r : 1;
+	return fx_w_hint_write(d);
 }
 
 static int recover_loaded(struct fstx_domain *d, int fresh, int all);
@@ -1085,7 +232,7 @@ int fx_wal_recover(struct fstx_domain *d)
 
 int fx_wal_recover_mode(struct fstx_domain *d, int lazy_too)
 {
-	int fresh, r = wal_load(d, &fresh);
+	int fresh, r = fx_w_load(d, &fresh);
 
 	if (r < 0 || !d->wal_salt)
 		return r < 0 ? r : 0;
@@ -1100,7 +247,7 @@ int fx_wal_recover_mode(struct fstx_domain *d, int lazy_too)
  */
 int fx_wal_enter(struct fstx_domain *d)
 {
-	int fresh, r = wal_load(d, &fresh);
+	int fresh, r = fx_w_load(d, &fresh);
 
 	if (r < 0 || !d->wal_salt || !fresh || !d->wal_clean)
 		return r < 0 ? r : 0;
@@ -1111,11 +258,11 @@ int fx_wal_enter(struct fstx_domain *d)
 /* W12, at close: the hint says the handle's last record is applied. */
 int fx_wal_settle(struct fstx_domain *d)
 {
-	int fresh, r = wal_load(d, &fresh);
+	int fresh, r = fx_w_load(d, &fresh);
 
 	if (r < 0 || !fresh || !d->wal_mine)
 		return r < 0 ? r : 0;
-	return hint_write(d);
+	return fx_w_hint_write(d);
 }
 
 /* The checks of W8 found the domain clean: say so in the hint. */
@@ -1124,7 +271,7 @@ int fx_wal_set_clean(struct fstx_domain *d)
 	if (!d->wal_salt || d->wal_clean)
 		return 0;
 	d->wal_clean = 1;
-	return hint_write(d);
+	return fx_w_hint_write(d);
 }
 
 /* Before the journal, a progress mark or the wedge mark is made (W8). */
@@ -1133,7 +280,7 @@ int fx_wal_set_dirty(struct fstx_domain *d)
 	if (!d->wal_clean)
 		return 0;
 	d->wal_clean = 0;
-	return d->wal_salt ? hint_write(d) : 0;
+	return d->wal_salt ? fx_w_hint_write(d) : 0;
 }
 
 static int recover_loaded(struct fstx_domain *d, int fresh, int all)
@@ -1147,7 +294,7 @@ static int recover_loaded(struct fstx_domain *d, int fresh, int all)
 
 	if (fresh) /* this boot: only an applier cut short needs work */
 		return d->wal_busy || (all && d->wal_lazy > d->wal_applied) ?
-		       wal_help(d) : 0;
+		       fx_w_help(d) : 0;
 	/* a writer on another mount of this filesystem (a bind mount) may
 	 * be at its barrier now: nothing is replayed in place before its
 	 * record is durable (W3) */
@@ -1160,8 +307,8 @@ static int recover_loaded(struct fstx_domain *d, int fresh, int all)
 	if (!buf)
 		return -ENOMEM;
 	off = W_START;
-	while ((v = rec_check(d, off, size, &h, buf)) == 1) {
-		if ((r = rec_replay(d, off, &h, buf)) < 0)
+	while ((v = fx_w_rec_check(d, off, size, &h, buf)) == 1) {
+		if ((r = fx_w_rec_replay(d, off, &h, buf)) < 0)
 			goto out;
 		off = rec_next(off, &h);
 		if (off > size)
@@ -1171,7 +318,7 @@ static int recover_loaded(struct fstx_domain *d, int fresh, int all)
 	if ((r = v) < 0)
 		goto out;
 	d->wal_end = d->wal_applied = off;
-	if ((r = hint_write(d)) < 0)
+	if ((r = fx_w_hint_write(d)) < 0)
 		goto out;
 	r = n > 0;
 out:
@@ -1186,7 +333,7 @@ int fx_wal_pending(struct fstx_domain *d)
 	unsigned char *buf;
 	int r, fresh;
 
-	if ((r = wal_load(d, &fresh)) < 0 || !d->wal_salt)
+	if ((r = fx_w_load(d, &fresh)) < 0 || !d->wal_salt)
 		return r < 0 ? r : 0;
 	if (fresh) /* an applier cut short, or lazy records (W10) */
 		return d->wal_busy || d->wal_lazy > d->wal_applied;
@@ -1194,7 +341,7 @@ int fx_wal_pending(struct fstx_domain *d)
 		return r;
 	if (!(buf = fx_malloc(W_CHUNK)))
 		return -ENOMEM;
-	r = rec_check(d, W_START, (uint64_t)st.st_size, &h, buf);
+	r = fx_w_rec_check(d, W_START, (uint64_t)st.st_size, &h, buf);
 	free(buf);
 	return r;
 }
@@ -1213,7 +360,7 @@ int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes)
 	int r, fresh;
 
 	*bytes = 0;
-	if ((r = wal_load(d, &fresh)) < 0 || !d->wal_salt)
+	if ((r = fx_w_load(d, &fresh)) < 0 || !d->wal_salt)
 		return r < 0 ? r : 0;
 	if (fresh) {
 		*bytes = fx_wal_bytes(d);
@@ -1223,7 +370,7 @@ int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes)
 		return r;
 	if (!(buf = fx_malloc(W_CHUNK)))
 		return -ENOMEM;
-	while ((r = rec_check(d, off, (uint64_t)st.st_size, &h, buf)) == 1)
+	while ((r = fx_w_rec_check(d, off, (uint64_t)st.st_size, &h, buf)) == 1)
 		off = rec_next(off, &h);
 	free(buf);
 	*bytes = off - W_START;
@@ -1242,7 +389,7 @@ static int sync_entry(struct fstx_domain *d, const struct went *e,
 	if (fx_ss_has(v->ss, e->ino))
 		return 0;
 	/* read-only is enough to fsync, and works on a file made read-only
-	 * since its record (entry_fd() wants to write) */
+	 * since its record (fx_w_entry_fd() wants to write) */
 	fd = fx_open(d, path, O_RDONLY | O_NONBLOCK, 0);
 	if (fd == -ENOENT)
 		return 0; /* removed since: nothing of the log's there */
@@ -1270,9 +417,9 @@ static int wal_sync_named(struct fstx_domain *d)
 	fx_ss_init(&ss);
 	for (uint64_t off = W_START; off < d->wal_end && r == 0;
 	     off = rec_next(off, &h)) {
-		if ((r = rec_head(d, off, &h)) < 0)
+		if ((r = fx_w_rec_head(d, off, &h)) < 0)
 			break;
-		r = rec_walk(d, off, &h, &v);
+		r = fx_w_rec_walk(d, off, &h, &v);
 	}
 	if (r < 0) {
 		fx_ss_drop(&ss);
@@ -1291,7 +438,7 @@ static int checkpoint(struct fstx_domain *d, int loose_ok)
 
 	if (d->wal < 0 || (d->wal_end <= W_START && !d->wal_loose))
 		return 0;
-	int helped = wal_help(d);
+	int helped = fx_w_help(d);
 
 	if (helped < 0)
 		return helped;
@@ -1311,104 +458,6 @@ int fx_wal_checkpoint(struct fstx_domain *d)
 }
 
 /* ---- commit ------------------------------------------------------------ */
-
-/* The record being written: buffered, checksummed as it goes. */
-struct wbuf {
-	int fd;
-	unsigned char *buf;
-	size_t used;
-	uint64_t off;  /* file offset of buf[0] */
-	uint32_t crc;
-	int err;
-};
-
-static void wb_flush(struct wbuf *w)
-{
-	if (!w->err && w->used)
-		w->err = write_all(w->fd, w->buf, w->used, w->off);
-	w->off += w->used;
-	w->used = 0;
-}
-
-static void wb_put(struct wbuf *w, const void *p, size_t n)
-{
-	if (w->err || !n)
-		return;
-	w->crc = fx_crc32c(w->crc, p, n);
-	if (n >= W_BUF / 4) { /* large data goes straight from the caller */
-		wb_flush(w);
-		if (!w->err)
-			w->err = write_all(w->fd, p, n, w->off);
-		w->off += n;
-		return;
-	}
-	if (w->used + n > W_BUF)
-		wb_flush(w);
-	memcpy(w->buf + w->used, p, n);
-	w->used += n;
-}
-
-static void wb_pad(struct wbuf *w)
-{
-	static const unsigned char z[8];
-	uint64_t at = w->off + w->used;
-
-	wb_put(w, z, (size_t)(pad8(at) - at));
-}
-
-/* The change op i makes, as an entry (0 if none); sizes in *e. */
-static int entry_of(const struct plan *P, size_t i, const int *tgt,
-		    const uint64_t *ino, struct went *e, const char **path,
-		    const void **data)
-{
-	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
-
-	memset(e, 0, sizeof(*e));
-	switch (op->op) {
-	case BTRFS_IOC_UT_OP_OPEN: /* O_TRUNC: a truncate to 0 */
-		if (!(op->args[1] & O_TRUNC))
-			return 0;
-		*path = P->pops[i].cpath;
-		e->ino = ino[i];
-		e->kind = W_TRUNC;
-		*data = NULL;
-		break;
-	case BTRFS_IOC_UT_OP_PWRITE:
-		if (!op->args[2])
-			return 0;
-		*path = P->pops[tgt[i]].cpath;
-		e->ino = ino[tgt[i]];
-		e->kind = W_PWRITE;
-		e->a = (uint64_t)op->args[3];
-		e->b = (uint64_t)op->args[2];
-		*data = ARGP(op, 1);
-		break;
-	case BTRFS_IOC_UT_OP_TRUNCATE:
-		*path = P->pops[i].cpath;
-		e->ino = ino[i];
-		e->kind = W_TRUNC;
-		e->a = (uint64_t)op->args[1];
-		*data = NULL;
-		break;
-	case BTRFS_IOC_UT_OP_SETXATTR:
-		*path = P->pops[i].cpath;
-		e->ino = ino[i];
-		e->kind = W_SETX;
-		e->nlen = (uint32_t)strlen(ARGP(op, 1));
-		e->b = (uint64_t)op->args[3];
-		*data = ARGP(op, 2);
-		break;
-	default:
-		return 0;
-	}
-	e->plen = (uint32_t)strlen(*path);
-	return 1;
-}
-
-static uint64_t entry_size(const struct went *e)
-{
-	return pad8(sizeof(*e) + e->plen + e->nlen + e->b);
-}
 
 /*
  * The handle keeps the files of its recent log transactions open (FX_FDC
@@ -1537,307 +586,6 @@ static void close_targets(struct fstx_domain *d, struct tfds *F,
 	}
 }
 
-/*
- * Write the record at d->wal_end (W2, W3); its end in *end.  A record that
- * fits the buffer goes in one write, its header first in it.
- */
-static int write_record(struct fstx_domain *d, const struct plan *P,
-			const int *tgt, const uint64_t *ino, uint64_t *end)
-{
-	struct wrec h = { .magic = W_REC_MAGIC, .salt = d->wal_salt };
-	struct wbuf w = { .fd = d->wal, .off = d->wal_end };
-	struct went e;
-	const char *path;
-	const void *data;
-	int r, one;
-
-	for (size_t i = 0; i < P->nops; i++)
-		if (entry_of(P, i, tgt, ino, &e, &path, &data)) {
-			h.nent++;
-			h.len += entry_size(&e);
-		}
-	w.crc = fx_crc32c(0, &h, sizeof(h));
-	if (!d->wbuf && !(d->wbuf = fx_malloc(W_BUF)))
-		return -ENOMEM;
-	w.buf = d->wbuf;
-	memset(w.buf, 0, sizeof(h)); /* the header's place; not in the CRC */
-	w.used = sizeof(h);
-	for (size_t i = 0; i < P->nops && !w.err; i++) {
-		if (!entry_of(P, i, tgt, ino, &e, &path, &data))
-			continue;
-		wb_put(&w, &e, sizeof(e));
-		wb_put(&w, path, e.plen);
-		if (e.kind == W_SETX)
-			wb_put(&w, ARGP(&P->ops[i], 1), e.nlen);
-		if (e.kind != W_TRUNC)
-			wb_put(&w, data, (size_t)e.b);
-		wb_pad(&w);
-	}
-	h.crc = w.crc;
-	one = w.off == d->wal_end; /* nothing written yet: all in one */
-	if (one)
-		memcpy(w.buf, &h, sizeof(h));
-	wb_flush(&w);
-	if (w.err)
-		return w.err;
-	if (!one && (r = write_all(d->wal, &h, sizeof(h), d->wal_end)) < 0)
-		return r;
-	*end = d->wal_end + sizeof(h) + h.len;
-	return 0;
-}
-
-/* Apply op i in place (W4). */
-static int64_t apply_op(const struct plan *P, size_t i, const int *fds,
-			const int *tgt)
-{
-	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
-
-	switch (op->op) {
-	case BTRFS_IOC_UT_OP_OPEN:
-		return op->args[1] & O_TRUNC ? fx_os.ftruncate(fds[i], 0) : 0;
-	case BTRFS_IOC_UT_OP_PWRITE:
-		if (!op->args[2])
-			return 0;
-		return write_all(fds[tgt[i]], ARGP(op, 1),
-				 (size_t)op->args[2], (uint64_t)op->args[3]);
-	case BTRFS_IOC_UT_OP_TRUNCATE:
-		return fx_os.ftruncate(fds[tgt[i]], (off_t)op->args[1]);
-	case BTRFS_IOC_UT_OP_SETXATTR:
-		return fx_os.fsetxattr(fds[tgt[i]], ARGP(op, 1), ARGP(op, 2),
-					 (size_t)op->args[3], 0);
-	default:
-		return 0;
-	}
-}
-
-static const unsigned char zero_hdr[sizeof(struct wrec)];
-
-/*
- * Group commit (W3): the record's barrier, outside the domain lock.  The
- * syncers of a domain meet at the head of .fstx/walsync, which holds
- * page-cache notes of this boot, written only under the byte lock G_Q,
- * with a CRC-32C (a note that fails it is no note): (salt, end), every
- * record below end is durable; the barrier under way (its generation,
- * while active); how many writers are in here, not yet covered,
- * and how many were when the last barrier ended.  A syncer whose record a
- * barrier covered returns at once: it reads the notes without the lock
- * first, and takes their (salt, end) where the CRC holds (a note being
- * written fails it, and an older note that says covered said the truth);
- * one that finds a barrier under way waits for it on that barrier's byte
- * (held by its syncer throughout, so a shared lock there is granted when
- * it ends, with G_Q free meanwhile: a writer covered by one barrier never
- * waits out the next), then looks again; else it becomes the syncer: it
- * may gather (gather()), then reads the log's end from the hint and
- * syncs, so its barrier covers every record written before it began.  A
- * syncer ends its barrier with the notes written and G_Q free before it
- * frees the barrier's byte, so the writers it wakes find themselves
- * covered without a lock.  Generations alternate between two bytes, so
- * the next barrier never holds the byte a late waiter wants.  A syncer's
- * locks die with it: an active note whose byte is free (a trial lock
- * succeeds under G_Q) was left by a dead syncer.  The counts only tune
- * gathering: a covered writer leaves without counting itself out; a
- * barrier's end takes out the writers counted when it began (their
- * records were written first, so it covered them), and writers counted
- * during it stay until the next barrier ends, as do those that die in
- * here.
- */
-#define G_Q 0        /* byte lock: the notes */
-#define G_BAR 1      /* + gen % 2: the barrier of that generation */
-#define G_GATHER 3   /* fewer writers in sight make no gathering */
-#define G_GATHER_MAX 2000 /* us */
-/*
- * No gathering after a barrier shorter than this: a nap costs its syncer
- * a trip through the scheduler and leaves the device idle, which a short
- * barrier does not pay back.  Measured with 8 writers on loop devices:
- * ext4's and xfs' barriers (about 300 us) commit 3-7% more without it;
- * btrfs' (about 700 us) and a 1 ms device flush share less without it.
- */
-#define G_GATHER_MIN 500 /* us */
-
-struct gnote {
-	uint64_t salt, end;       /* durable below end */
-	uint32_t gen, active;     /* the barrier under way, while active */
-	uint32_t waiting;         /* writers in group_sync, not yet covered */
-	uint32_t peak;            /* waiting when the last barrier ended */
-	uint32_t bar_us;          /* its length */
-	uint32_t covering;        /* waiting when the barrier under way began */
-	uint32_t crc;             /* CRC-32C of the fields above */
-};
-
-_Static_assert(S_GROUP + sizeof(struct gnote) <= S_HINT, "group notes before the hint");
-
-static int glock(struct fstx_domain *d, int type, off_t at, int wait)
-{
-	return fx_os.lock_range(d->walsync, type, at, 1, wait);
-}
-
-static uint64_t now_us(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
-}
-
-static int note_write(struct fstx_domain *d, struct gnote *g)
-{
-	g->crc = fx_crc32c(0, g, offsetof(struct gnote, crc));
-	return write_all(d->walsync, g, sizeof(*g), S_GROUP);
-}
-
-static int note_whole(const struct gnote *g)
-{
-	return g->crc == fx_crc32c(0, g, offsetof(struct gnote, crc));
-}
-
-/* Without the lock: 1 if a whole note says the record below end durable. */
-static int covered(struct fstx_domain *d, uint64_t salt, uint64_t end)
-{
-	struct gnote g;
-
-	if (side_read(d, &g, sizeof(g), S_GROUP) < 0 || !note_whole(&g))
-		return 0;
-	return g.salt == salt && g.end >= end;
-}
-
-/*
- * A new syncer that saw several writers at the last barrier's end waits,
- * up to half that barrier's length, for those it covered to come back with
- * their next records (commit_delay with siblings, measured): else each
- * barrier would start while they are away and cover half of them.  The
- * count is read without the lock: a hint only.
- */
-static void gather(struct fstx_domain *d, uint32_t peak, uint32_t bar_us)
-{
-	uint64_t t0 = now_us(), lim = bar_us / 2 < G_GATHER_MAX ? bar_us / 2 : G_GATHER_MAX;
-	struct timespec nap = { 0, 20000 };
-	struct gnote g;
-
-	while (now_us() - t0 < lim) {
-		nanosleep(&nap, NULL);
-		if (side_read(d, &g, sizeof(g), S_GROUP) < 0 || g.waiting >= peak)
-			break;
-	}
-}
-
-static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
-{
-	struct gnote g;
-	struct whint h;
-	uint64_t target = end, t0;
-	uint32_t crc;
-	off_t bar;
-	int r, rs, in = 0, came, gathering;
-
-	if ((r = side_fd(d)) < 0)
-		return r;
-	for (;;) {
-		if (covered(d, salt, end))
-			return 0;
-		if ((r = glock(d, F_WRLCK, G_Q, 1)) < 0)
-			return r;
-		r = side_read(d, &g, sizeof(g), S_GROUP);
-		if (r == -ENODATA || (r == 0 && !note_whole(&g))) {
-			memset(&g, 0, sizeof(g)); /* none yet, or not whole: none */
-			r = 0;
-		}
-		if (r < 0)
-			goto out_q;
-		if (g.salt == salt && g.end >= end)
-			goto out_q; /* covered by an earlier barrier */
-		came = !in; /* counted once, on the first look */
-		if (came) {
-			in = 1;
-			g.waiting++;
-		}
-		if (!g.active)
-			break;
-		bar = G_BAR + g.gen % 2;
-		if ((r = glock(d, F_WRLCK, bar, 0)) == 0) {
-			glock(d, F_UNLCK, bar, 0); /* its syncer died */
-			break;
-		}
-		if (r != -EAGAIN && r != -EACCES)
-			goto out_q;
-		if (came && (r = note_write(d, &g)) < 0)
-			goto out_q;
-		glock(d, F_UNLCK, G_Q, 0);
-		/* wait for the barrier under way, then look again */
-		if ((r = glock(d, F_RDLCK, bar, 1)) < 0)
-			return r;
-		glock(d, F_UNLCK, bar, 0);
-	}
-	g.gen++;
-	bar = G_BAR + g.gen % 2;
-	if ((r = glock(d, F_WRLCK, bar, 1)) < 0)
-		goto out_q;
-	g.active = 1; /* those who come meanwhile wait for it */
-	g.covering = g.waiting;
-	gathering = g.peak >= G_GATHER && g.waiting < g.peak && g.bar_us >= G_GATHER_MIN;
-	if ((r = note_write(d, &g)) < 0)
-		goto out_bar;
-	glock(d, F_UNLCK, G_Q, 0);
-	if (gathering)
-		gather(d, g.peak, g.bar_us);
-	/* the hint may be being written (by a lock holder): its CRC says */
-	if (side_read(d, &h, sizeof(h), S_HINT) == 0) {
-		crc = h.crc;
-		h.crc = 0;
-		if (crc == fx_crc32c(0, &h, offsetof(struct whint, clean)) &&
-		    h.salt == salt && h.end > end)
-			target = h.end;
-	}
-	t0 = now_us();
-	rs = fx_os.fdatasync(d->wal);
-	if ((r = glock(d, F_WRLCK, G_Q, 1)) < 0)
-		goto out_bar; /* the note stays active: the next syncer sees
-				 it dead once this byte is free */
-	if ((r = side_read(d, &g, sizeof(g), S_GROUP)) == 0) {
-		if (rs == 0 && (g.salt != salt || g.end < target)) {
-			g.salt = salt;
-			g.end = target;
-		}
-		g.active = 0;
-		g.peak = g.waiting;
-		g.bar_us = (uint32_t)(now_us() - t0);
-		g.waiting -= g.covering < g.waiting ? g.covering : g.waiting;
-		g.covering = 0;
-		r = note_write(d, &g);
-	}
-	r = rs < 0 ? rs : r;
-	glock(d, F_UNLCK, G_Q, 0); /* first: the waiters it wakes find it free */
-	glock(d, F_UNLCK, bar, 0);
-	return r;
-out_bar:
-	glock(d, F_UNLCK, bar, 0);
-out_q:
-	glock(d, F_UNLCK, G_Q, 0);
-	return r;
-}
-
-/*
- * Zeros from the end of the record to the next W_GROW boundary, where the
- * file ends before that (W2): later records then change no file size.
- */
-static int grow(struct fstx_domain *d, uint64_t end)
-{
-	static const unsigned char z[W_BUF];
-	struct stat st;
-	uint64_t to = (end + W_GROW - 1) / W_GROW * W_GROW;
-	int r;
-
-	if (d->wal_size >= to) /* the file only grows: still true */
-		return 0;
-	if ((r = fx_os.fstat(d->wal, &st)) < 0)
-		return r;
-	for (uint64_t at = (uint64_t)st.st_size > end ? (uint64_t)st.st_size : end;
-	     at < to && r == 0; at += W_BUF)
-		r = write_all(d->wal, z, (size_t)(to - at < W_BUF ? to - at : W_BUF), at);
-	if (r == 0)
-		d->wal_size = (uint64_t)st.st_size > to ? (uint64_t)st.st_size : to;
-	return r;
-}
-
 /* Does entry e change an inode of set? */
 static int ent_in(const struct went *e, const uint64_t *set, size_t n)
 {
@@ -1847,19 +595,8 @@ static int ent_in(const struct went *e, const uint64_t *set, size_t n)
 	return 0;
 }
 
-/* The entry after e at p, or UINT64_MAX where e does not fit before end
- * (the caller has checked that its header does). */
-static uint64_t ent_next(uint64_t p, uint64_t end, const struct went *e)
-{
-	uint64_t room = end - p - sizeof(*e), data = e->kind == W_TRUNC ? 0 : e->b;
-
-	if (e->plen > room || e->nlen > room - e->plen ||
-	    data > room - e->plen - e->nlen)
-		return UINT64_MAX;
-	return pad8(p + sizeof(*e) + e->plen + e->nlen + data);
-}
-
-/* The same, reading each record's header, state word and entry headers. */
+/* Does an open record change an inode of set (W4)?  Reading each record's
+ * header, state word and entry headers. */
 static int conflicts_read(struct fstx_domain *d, const uint64_t *set, size_t n)
 {
 	struct wrec h;
@@ -1869,39 +606,19 @@ static int conflicts_read(struct fstx_domain *d, const uint64_t *set, size_t n)
 	for (uint64_t off = d->wal_applied; off < d->wal_end; off = rec_next(off, &h)) {
 		uint64_t p = off + sizeof(h), end;
 
-		if ((r = rec_head(d, off, &h)) < 0)
+		if ((r = fx_w_rec_head(d, off, &h)) < 0)
 			return r;
 		if (!WS_OPEN(h.state))
 			continue;
 		end = p + h.len;
 		for (uint32_t k = 0; k < h.nent; k++) {
-			if (end - p < sizeof(e) || read_all(d->wal, &e, sizeof(e), p) < 0)
+			if (end - p < sizeof(e) || fx_w_read_all(d->wal, &e, sizeof(e), p) < 0)
 				return -EUCLEAN;
 			if (ent_in(&e, set, n))
 				return 1;
-			if ((p = ent_next(p, end, &e)) > end)
+			if ((p = fx_w_ent_next(p, end, &e)) > end)
 				return -EUCLEAN;
 		}
-	}
-	return 0;
-}
-
-/* Bytes of fd at off into buf, zeros past its end (a state word never
- * written reads PENDING, W2).  0 or -errno. */
-static int read_upto(int fd, unsigned char *buf, size_t len, uint64_t off)
-{
-	while (len) {
-		ssize_t k = fx_os.pread(fd, buf, len, (off_t)off);
-
-		if (k < 0)
-			return (int)k;
-		if (k == 0) {
-			memset(buf, 0, len);
-			break;
-		}
-		buf += k;
-		off += (uint64_t)k;
-		len -= (size_t)k;
 	}
 	return 0;
 }
@@ -1916,12 +633,10 @@ static int read_upto(int fd, unsigned char *buf, size_t len, uint64_t off)
 static int conflicts_mem(struct fstx_domain *d, const uint64_t *set, size_t n)
 {
 	uint64_t a = d->wal_applied, len = d->wal_end - a;
-	uint64_t s0 = state_off(a), slen = state_off(d->wal_end - 1) + 16 - s0;
+	uint64_t slen = fx_w_states_len(a, d->wal_end);
 	unsigned char *b, *st;
-	int r, fd = side_fd(d);
+	int r;
 
-	if (fd < 0)
-		return fd;
 	if (d->win_cap < len + slen) {
 		if (!(b = fx_realloc(d->win, len + slen)))
 			return -ENOMEM;
@@ -1930,15 +645,15 @@ static int conflicts_mem(struct fstx_domain *d, const uint64_t *set, size_t n)
 	}
 	b = d->win;
 	st = b + len;
-	if ((r = read_all(d->wal, b, len, a)) < 0)
+	if ((r = fx_w_read_all(d->wal, b, len, a)) < 0)
 		return r == -ENODATA ? -EUCLEAN : r;
-	if ((r = read_upto(fd, st, slen, s0)) < 0)
+	if ((r = fx_w_states_read(d, a, d->wal_end, st)) < 0)
 		return r;
 	for (uint64_t off = a; off < d->wal_end;) {
 		struct wrec h;
-		struct wstate w;
 		struct went e;
 		uint64_t p, end;
+		uint32_t state;
 
 		if (d->wal_end - off < sizeof(h))
 			return -EUCLEAN;
@@ -1946,11 +661,11 @@ static int conflicts_mem(struct fstx_domain *d, const uint64_t *set, size_t n)
 		if (h.magic != W_REC_MAGIC || h.salt != d->wal_salt ||
 		    h.len > d->wal_end - off - sizeof(h))
 			return -EUCLEAN; /* the hint points at no record: damage */
-		memcpy(&w, st + (state_off(off) - s0), sizeof(w));
+		state = fx_w_state_in(d, st, a, off);
 		p = off + sizeof(h);
 		end = p + h.len;
 		off = rec_next(off, &h);
-		if (w.salt == d->wal_salt && !WS_OPEN(w.state))
+		if (!WS_OPEN(state))
 			continue;
 		for (uint32_t k = 0; k < h.nent; k++) {
 			if (end - p < sizeof(e))
@@ -1958,7 +673,7 @@ static int conflicts_mem(struct fstx_domain *d, const uint64_t *set, size_t n)
 			memcpy(&e, b + (p - a), sizeof(e));
 			if (ent_in(&e, set, n))
 				return 1;
-			if ((p = ent_next(p, end, &e)) > end)
+			if ((p = fx_w_ent_next(p, end, &e)) > end)
 				return -EUCLEAN;
 		}
 	}
@@ -2001,8 +716,8 @@ static int append(struct fstx_domain *d, const struct plan *P,
 	int r;
 
 	*at = d->wal_end;
-	if ((r = write_record(d, P, tgt, ino, &end)) < 0 ||
-	    (r = grow(d, end)) < 0)
+	if ((r = fx_w_write_record(d, P, tgt, ino, &end)) < 0 ||
+	    (r = fx_w_grow(d, end)) < 0)
 		goto undo;
 	uint64_t lazy = d->wal_lazy;
 
@@ -2011,39 +726,16 @@ static int append(struct fstx_domain *d, const struct plan *P,
 		d->wal_lazy = end;
 	if (!d->nosync)
 		d->wal_kept = 1; /* W11 */
-	if ((r = hint_write(d)) < 0) {
+	if ((r = fx_w_hint_write(d)) < 0) {
 		d->wal_end = *at;
 		d->wal_lazy = lazy;
 		goto undo;
 	}
 	return 0;
 undo:
-	if (write_all(d->wal, zero_hdr, sizeof(zero_hdr), *at) < 0)
+	if (fx_w_rec_unwrite(d, *at) < 0)
 		d->latched = d->latched ? d->latched : -EIO;
 	return r;
-}
-
-/* Apply the ops in place (W4); ops' results from res.  0 or -errno. */
-static long apply_all(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
-		      const struct plan *P, const int64_t *res, const int *fds,
-		      const int *tgt)
-{
-	struct btrfs_ioctl_usertrans_op *ops = (void *)(intptr_t)ut->ops_ptr;
-
-	for (size_t i = 0; i < P->nops; i++) {
-		int64_t got = apply_op(P, i, fds, tgt);
-
-		if (got < 0) {
-			ops[i].rval = got;
-			ut->ops_completed = i;
-			d->failed_op = (long)i;
-			d->latched = (int)got;
-			return got;
-		}
-		ops[i].rval = res[i];
-	}
-	ut->ops_completed = P->nops;
-	return 0;
 }
 
 /* The results of a transaction a helper applied. */
@@ -2063,7 +755,7 @@ static void results(struct btrfs_ioctl_usertrans *ut, const struct plan *P,
  */
 static int applied_meanwhile(struct fstx_domain *d, uint64_t at, uint64_t salt)
 {
-	int fresh, r = wal_load(d, &fresh);
+	int fresh, r = fx_w_load(d, &fresh);
 
 	if (r < 0)
 		return r;
@@ -2071,7 +763,7 @@ static int applied_meanwhile(struct fstx_domain *d, uint64_t at, uint64_t salt)
 		return 1; /* checkpointed: every record was applied first (W6) */
 	if (!fresh || at < W_START || at >= d->wal_end)
 		return -EUCLEAN;
-	if (d->wal_busy && (r = wal_help(d)) < 0) /* an applier cut short */
+	if (d->wal_busy && (r = fx_w_help(d)) < 0) /* an applier cut short */
 		return r;
 	/* a help pass moves APPLIED past every record it applies; only the
 	 * record's own writer writes its state word */
@@ -2100,7 +792,7 @@ static long lazy_done(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	results(ut, P, res);
 	d->lazy_wrote = 1;
 	if (d->wal_end - d->wal_applied > fx_lazy_max)
-		r = wal_help(d);
+		r = fx_w_help(d);
 	if (r >= 0 && d->wal_end - W_START > fx_wal_max)
 		r = checkpoint(d, 1);
 	if (r < 0 && !d->latched)
@@ -2148,7 +840,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	else
 		r = wal_conflicts(d, ino, n);
 	if (r != 0) {
-		if (r > 0 && (r = wal_help(d)) >= 0)
+		if (r > 0 && (r = fx_w_help(d)) >= 0)
 			r = 2; /* the tree moved on: plan again */
 		goto out;
 	}
@@ -2178,7 +870,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 			rs = fx_os.fdatasync(d->wal);
 		else {
 			fx_unlock(d);
-			rs = group_sync(d, salt, d->wal_end);
+			rs = fx_w_group_sync(d, salt, d->wal_end);
 			if ((r = fx_lock(d)) < 0) {
 				d->latched = (int)r; /* stays PENDING for a helper */
 				goto out;
@@ -2192,8 +884,8 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		}
 		if (rs < 0) {
 			d->latched = rs;
-			r = set_state(d, at, WS_CANCELLED);
-			r = r < 0 ? r : advance(d);
+			r = fx_w_set_state(d, at, WS_CANCELLED);
+			r = r < 0 ? r : fx_w_advance(d);
 			r = rs;
 			goto out;
 		}
@@ -2203,12 +895,12 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		d->wal_busy = 1;
 		d->wal_loose = 0;
 		d->nosync_undo = 0;
-		if ((r = hint_write(d)) < 0) {
+		if ((r = fx_w_hint_write(d)) < 0) {
 			d->latched = (int)r; /* still PENDING: a helper applies it */
 			goto out;
 		}
 	}
-	if ((r = apply_all(d, ut, P, res, fds, tgt)) < 0)
+	if ((r = fx_w_apply_all(d, ut, P, res, fds, tgt)) < 0)
 		goto out; /* busy stays: the next lock holder applies it */
 	/* the first open record: APPLIED moves past it, no state word needed */
 	int first = at == d->wal_applied, full = d->wal_end - W_START > fx_wal_max;
@@ -2216,12 +908,12 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	if (first)
 		d->wal_applied = rec_end;
 	else
-		r = set_state(d, at, WS_APPLIED);
+		r = fx_w_set_state(d, at, WS_APPLIED);
 	d->wal_busy = 0;
 	if (first && d->nosync && d->wal_mine && !full)
 		d->wal_unsaid = 1; /* W12: the hint still says busy over it */
 	else if (r == 0)
-		r = advance(d);
+		r = fx_w_advance(d);
 	if (r == 0 && full)
 		r = checkpoint(d, 1);
 	if (r < 0 && !d->latched)

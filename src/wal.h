@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wal.h - the write-ahead log (wal.c, rules W1-W12): the only way into it.
- * The log's state lives in the domain handle (fields marked "wal" in
- * internal.h), which only wal.c reads.
+ * wal.h - the write-ahead log (wal.c, rules W1-W12, and wal_*.c): the
+ * only way into it.  The log's state lives in the domain handle (fields
+ * marked "wal" in internal.h), which only the log's files read.
  */
 #ifndef FSTX_WAL_H
 #define FSTX_WAL_H

@@ -408,7 +408,7 @@ static long hint_writes, a_writes;
 
 static ssize_t spy_hint(int fd, const void *b, size_t n, off_t o)
 {
-	hint_writes += n == 88 && o == 64; /* wal.c struct whint at S_HINT */
+	hint_writes += n == 88 && o == 64; /* wal_note.c struct whint at S_HINT */
 	a_writes += n == 5 && !memcmp(b, "aaaa", 4);
 	return fx_os_libc.pwrite(fd, b, n, o);
 }
@@ -1432,7 +1432,7 @@ static void group_syncer_dies(void **state)
 	t_drop(d);
 }
 
-/* The group-commit notes at the head of .fstx/walsync (wal.c, struct gnote). */
+/* The group-commit notes at the head of .fstx/walsync (wal_group.c, struct gnote). */
 struct gnote_t {
 	uint64_t salt, end;
 	uint32_t gen, active, waiting, peak, bar_us, covering, crc;

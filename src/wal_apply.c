@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wal_apply.c - the write-ahead log's changes in place (rule W4 of wal.c):
+ * a committed transaction's ops, applied by their writer; the help pass,
+ * which applies every open record in log order (W4, W5, W10, W12), and
+ * APPLIED, which moves past the records no longer open.
+ */
+#define _GNU_SOURCE
+#include "wal_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Apply op i in place (W4). */
+static int64_t apply_op(const struct plan *P, size_t i, const int *fds,
+			const int *tgt)
+{
+	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+
+	switch (op->op) {
+	case BTRFS_IOC_UT_OP_OPEN:
+		return op->args[1] & O_TRUNC ? fx_os.ftruncate(fds[i], 0) : 0;
+	case BTRFS_IOC_UT_OP_PWRITE:
+		if (!op->args[2])
+			return 0;
+		return fx_w_write_all(fds[tgt[i]], ARGP(op, 1),
+				      (size_t)op->args[2], (uint64_t)op->args[3]);
+	case BTRFS_IOC_UT_OP_TRUNCATE:
+		return fx_os.ftruncate(fds[tgt[i]], (off_t)op->args[1]);
+	case BTRFS_IOC_UT_OP_SETXATTR:
+		return fx_os.fsetxattr(fds[tgt[i]], ARGP(op, 1), ARGP(op, 2),
+					 (size_t)op->args[3], 0);
+	default:
+		return 0;
+	}
+}
+
+/* Apply the ops in place (W4); ops' results from res.  0 or -errno. */
+long fx_w_apply_all(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
+		    const struct plan *P, const int64_t *res, const int *fds,
+		    const int *tgt)
+{
+	struct btrfs_ioctl_usertrans_op *ops = (void *)(intptr_t)ut->ops_ptr;
+
+	for (size_t i = 0; i < P->nops; i++) {
+		int64_t got = apply_op(P, i, fds, tgt);
+
+		if (got < 0) {
+			ops[i].rval = got;
+			ut->ops_completed = i;
+			d->failed_op = (long)i;
+			d->latched = (int)got;
+			return got;
+		}
+		ops[i].rval = res[i];
+	}
+	ut->ops_completed = P->nops;
+	return 0;
+}
+
+/* Move APPLIED past records no longer PENDING, and write the hint (W4). */
+int fx_w_advance(struct fstx_domain *d)
+{
+	struct wrec h;
+	int r;
+
+	while (d->wal_applied < d->wal_end) {
+		if ((r = fx_w_rec_head(d, d->wal_applied, &h)) < 0)
+			return r;
+		if (WS_OPEN(h.state))
+			break;
+		d->wal_applied = rec_next(d->wal_applied, &h);
+	}
+	return fx_w_hint_write(d);
+}
+
+/*
+ * Help (W4, W10).  One pass applies every open record in log order after
+ * one barrier; a change that a later record of the pass overwrites whole
+ * is skipped (coalescing, as a checkpoint of SQLite writes each page once):
+ * a pwrite inside a later pwrite's range of the same inode, a setxattr of
+ * a name the same inode sets again later.  The final bytes of a range, and
+ * the size (a pwrite extends a file at most to its end, which the later
+ * one reaches too), are those the later set leaves, whatever ran between;
+ * so the pass leaves what applying every entry would.  Truncates are never
+ * skipped.  The pass sets the hint's busy word first and moves APPLIED to
+ * the end after, without state words: a pass cut short is done again
+ * whole by the next lock holder (W5: replay in order is idempotent).
+ */
+#define H_IV 4       /* later pwrite ranges remembered per inode */
+#define H_FDS 16     /* files a pass keeps open */
+
+struct hent {        /* an entry of a record in the pass */
+	uint64_t ino, a, b;
+	uint32_t kind, skip;
+	char *name;      /* W_SETX */
+};
+
+struct hslot {       /* inode -> its later changes (open addressing) */
+	uint64_t ino;
+	int used, niv;
+	uint64_t iv[H_IV][2];
+	char **names;    /* xattr names set later */
+	size_t nnames, capnames;
+};
+
+struct hpass {
+	struct hent *e;
+	size_t n, cap;
+	struct hslot *t;
+	size_t tsize;
+	struct { uint64_t ino; int fd; } fds[H_FDS];
+	unsigned nfd;
+	unsigned char *buf; /* W_CHUNK: a record's payload */
+};
+
+static struct hslot *hslot_of(struct hpass *H, uint64_t ino)
+{
+	size_t i = (size_t)(ino * 0x9e3779b97f4a7c15ull) & (H->tsize - 1);
+
+	while (H->t[i].used && H->t[i].ino != ino)
+		i = (i + 1) & (H->tsize - 1);
+	H->t[i].used = 1;
+	H->t[i].ino = ino;
+	return &H->t[i];
+}
+
+/* Is entry x overwritten whole later?  Then skip it; else remember it. */
+static int hent_later(struct hslot *sl, const struct hent *x)
+{
+	if (x->kind == W_PWRITE) {
+		for (int k = 0; k < sl->niv; k++)
+			if (sl->iv[k][0] <= x->a && x->a + x->b <= sl->iv[k][1])
+				return 1;
+		if (sl->niv < H_IV) {
+			sl->iv[sl->niv][0] = x->a;
+			sl->iv[sl->niv++][1] = x->a + x->b;
+		}
+		return 0;
+	}
+	if (x->kind != W_SETX)
+		return 0;
+	for (size_t k = 0; k < sl->nnames; k++)
+		if (!strcmp(sl->names[k], x->name))
+			return 1;
+	if (sl->nnames == sl->capnames) {
+		size_t c = sl->capnames ? 2 * sl->capnames : 4;
+		char **nn = fx_realloc(sl->names, c * sizeof(*nn));
+
+		if (!nn)
+			return 0; /* not skipping is always right */
+		sl->names = nn;
+		sl->capnames = c;
+	}
+	sl->names[sl->nnames++] = x->name;
+	return 0;
+}
+
+/*
+ * The record at off, checked, its payload in H->buf (whole up to W_CHUNK):
+ * 1 open, 0 applied or cancelled, -errno (-EUCLEAN: none where the hint
+ * says one is).
+ */
+static int help_rec(struct fstx_domain *d, struct hpass *H, uint64_t size,
+		    uint64_t off, struct wrec *h)
+{
+	int r = fx_w_rec_check(d, off, size, h, H->buf);
+
+	if (r <= 0)
+		return r < 0 ? r : -EUCLEAN;
+	if ((r = fx_w_rec_state(d, off, &h->state)) < 0)
+		return r;
+	return WS_OPEN(h->state);
+}
+
+/* Pass 1: the entries of the open records in [applied, end), marked. */
+static int help_collect(struct fstx_domain *d, struct hpass *H, uint64_t size)
+{
+	char path[PATH_MAX], name[W_NAME_MAX + 1];
+	struct wrec h;
+	int r;
+
+	for (uint64_t off = d->wal_applied; off < d->wal_end; off = rec_next(off, &h)) {
+		const unsigned char *data;
+		uint64_t p = 0;
+		struct went e;
+
+		if ((r = help_rec(d, H, size, off, &h)) < 0)
+			return r;
+		if (!r || h.len > W_CHUNK)
+			continue; /* large records: applied whole, not coalesced */
+		for (uint32_t k = 0; k < h.nent; k++) {
+			struct hent *x;
+
+			if ((r = fx_w_entry_mem(H->buf, h.len, &p, &e, path, name, &data)) < 0)
+				return r;
+			if (H->n == H->cap) {
+				size_t c = H->cap ? 2 * H->cap : 64;
+				struct hent *ne = fx_realloc(H->e, c * sizeof(*ne));
+
+				if (!ne)
+					return -ENOMEM;
+				H->e = ne;
+				H->cap = c;
+			}
+			x = &H->e[H->n++];
+			*x = (struct hent){ .ino = e.ino, .a = e.a, .b = e.b,
+					    .kind = e.kind };
+			if (e.kind == W_SETX && !(x->name = fx_strdup(name)))
+				return -ENOMEM;
+		}
+	}
+	for (H->tsize = 16; H->tsize < 2 * H->n; H->tsize *= 2)
+		;
+	if (!(H->t = fx_calloc(H->tsize, sizeof(*H->t))))
+		return -ENOMEM;
+	for (size_t i = H->n; i-- > 0;)
+		H->e[i].skip = (uint32_t)hent_later(hslot_of(H, H->e[i].ino), &H->e[i]);
+	return 0;
+}
+
+/* The pass's fd for the entry's file (opened once per pass). */
+static int help_fd(struct fstx_domain *d, struct hpass *H, const char *path,
+		   uint64_t ino)
+{
+	unsigned k;
+	int fd;
+
+	for (k = 0; k < H->nfd && k < H_FDS; k++)
+		if (H->fds[k].ino == ino)
+			return H->fds[k].fd;
+	if ((fd = fx_w_entry_fd(d, path, ino)) < 0)
+		return fd;
+	k = H->nfd++ % H_FDS;
+	if (H->nfd > H_FDS)
+		fx_os.close(H->fds[k].fd);
+	H->fds[k].ino = ino;
+	H->fds[k].fd = fd;
+	return fd;
+}
+
+/* Pass 2: apply the entries not skipped, record by record, in log order. */
+static int help_apply(struct fstx_domain *d, struct hpass *H, uint64_t size)
+{
+	char path[PATH_MAX], name[W_NAME_MAX + 1];
+	size_t i = 0;
+	struct wrec h;
+	int r;
+
+	for (uint64_t off = d->wal_applied; off < d->wal_end; off = rec_next(off, &h)) {
+		const unsigned char *data;
+		uint64_t p = 0;
+		struct went e;
+
+		if ((r = help_rec(d, H, size, off, &h)) < 0)
+			return r;
+		if (!r)
+			continue;
+		if (h.len > W_CHUNK) {
+			if ((r = fx_w_rec_replay(d, off, &h, H->buf)) < 0)
+				return r;
+			continue;
+		}
+		for (uint32_t k = 0; k < h.nent; k++, i++) {
+			int fd;
+
+			if ((r = fx_w_entry_mem(H->buf, h.len, &p, &e, path, name, &data)) < 0)
+				return r;
+			if (i >= H->n)
+				return -EUCLEAN; /* the log changed under the lock */
+			if (H->e[i].skip)
+				continue;
+			if ((fd = help_fd(d, H, path, e.ino)) < 0)
+				return fd;
+			if (e.kind == W_PWRITE)
+				r = fx_w_write_all(fd, data, (size_t)e.b, e.a);
+			else if (e.kind == W_TRUNC)
+				r = fx_os.ftruncate(fd, (off_t)e.a);
+			else
+				r = fx_os.fsetxattr(fd, name, data, (size_t)e.b, 0);
+			if (r < 0)
+				return r;
+		}
+	}
+	return 0;
+}
+
+static void help_free(struct hpass *H)
+{
+	for (size_t i = 0; i < H->n; i++)
+		free(H->e[i].name);
+	for (size_t i = 0; H->t && i < H->tsize; i++)
+		free(H->t[i].names);
+	for (unsigned k = 0; k < H->nfd && k < H_FDS; k++)
+		fx_os.close(H->fds[k].fd);
+	free(H->e);
+	free(H->t);
+	free(H->buf);
+}
+
+/* Help: make every open record durable and apply it.  1 done, 0 none. */
+int fx_w_help(struct fstx_domain *d)
+{
+	struct hpass H = { 0 };
+	struct stat st;
+	int r;
+
+	if (d->wal_applied >= d->wal_end) { /* the first past APPLIED is open */
+		if (!d->wal_busy)
+			return 0;
+		d->wal_busy = 0;
+		return fx_w_hint_write(d);
+	}
+	/* crash-only records only (W11, W12): no promise needs the barrier */
+	if (d->wal_kept && (r = fx_os.fdatasync(d->wal)) < 0) {
+		d->latched = r;
+		return r;
+	}
+	if ((r = fx_os.fstat(d->wal, &st)) < 0)
+		return r;
+	if (!(H.buf = fx_malloc(W_CHUNK)))
+		return -ENOMEM;
+	d->wal_busy = 1;
+	if ((r = fx_w_hint_write(d)) < 0 ||
+	    (r = help_collect(d, &H, (uint64_t)st.st_size)) < 0 ||
+	    (r = help_apply(d, &H, (uint64_t)st.st_size)) < 0)
+		goto out;
+	d->wal_applied = d->wal_end;
+	d->wal_busy = 0;
+	r = fx_w_hint_write(d);
+out:
+	help_free(&H);
+	return r < 0 ? r : 1;
+}

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wal_int.h - what the files of the write-ahead log share.  Included only
+ * by src/wal*.c: the rest of the library goes through wal.h alone.  The
+ * rules W1-W12 are at the top of wal.c; each file names those it keeps.
+ *
+ *   wal.c        the rules; commit (W1, W3, W7, W10), conflicts (W4),
+ *                checkpoint (W6, W11), recovery (W5), the fx_wal_* calls
+ *   wal_rec.c    the log's format (W2): file header, records, entries,
+ *                CRC; reading, checking, replaying and writing records
+ *   wal_apply.c  changes in place (W4): a transaction's ops, the help
+ *                pass, APPLIED
+ *   wal_note.c   the notes of .fstx/walsync: the hint and the state words
+ *                (W2, W4, W5, W8, W9, W11, W12)
+ *   wal_group.c  group commit (W3): one barrier for many writers
+ */
+#ifndef FSTX_WAL_INT_H
+#define FSTX_WAL_INT_H
+
+#include "plan.h"
+#include "wal.h"
+
+#include <limits.h>
+#include <stdint.h>
+
+#define W_REC_MAGIC 0x31575846u /* "FXW1" little-endian */
+#define W_START 1024            /* the first record (W2) */
+#define W_CHUNK (1u << 20)      /* records read whole up to this */
+#define W_NAME_MAX 255
+
+/* .fstx/walsync: page-cache notes of this boot, never synced (W2) */
+#define S_GROUP 0      /* group commit: (salt, end) durable, the barrier */
+#define S_HINT 64      /* the hint */
+#define S_STATE 4096   /* state words: 16 bytes per 32 bytes of log */
+
+#define ARGP(op, i) ((const char *)(intptr_t)(op)->args[i])
+
+/* Entry kinds (byte layout: wal_rec.c). */
+enum { W_PWRITE = 1, W_TRUNC = 2, W_SETX = 3 };
+
+/* A record's header (wal_rec.c). */
+struct wrec {
+	uint32_t magic, nent;
+	uint64_t len, salt;
+	uint32_t crc;
+	uint32_t state; /* W3, W4; not covered by the CRC */
+};
+
+enum { WS_PENDING = 0, WS_APPLIED = 1, WS_CANCELLED = 2, WS_APPLYING = 3,
+       WS_LAZY = 4 };
+#define WS_OPEN(s) ((s) == WS_PENDING || (s) == WS_APPLYING || (s) == WS_LAZY)
+
+/* An entry's header (wal_rec.c). */
+struct went {
+	uint32_t kind, plen;
+	uint64_t ino, a, b;
+	uint32_t nlen, rsv;
+};
+
+_Static_assert(sizeof(struct wrec) == 32, "wal record header");
+_Static_assert(sizeof(struct went) == 40, "wal entry header");
+
+static inline uint64_t pad8(uint64_t n)
+{
+	return (n + 7) & ~(uint64_t)7;
+}
+
+/* The record after the one at off. */
+static inline uint64_t rec_next(uint64_t off, const struct wrec *h)
+{
+	return off + sizeof(*h) + pad8(h->len);
+}
+
+struct fx_syncset;
+
+/* One entry of a record read from the log (fx_w_rec_walk()). */
+struct wvisit {
+	int (*fn)(struct fstx_domain *d, const struct went *e, const char *path,
+		  const char *name, uint64_t data, struct wvisit *v);
+	int fd;                   /* the open file of path cur */
+	char cur[PATH_MAX];
+	unsigned char *buf;       /* W_CHUNK bytes */
+	struct fx_syncset *ss;    /* wal.c wal_sync_named() */
+};
+
+/* ---- wal_rec.c: the format ------------------------------------------- */
+int fx_w_write_all(int fd, const void *buf, size_t len, uint64_t off);
+/* -ENODATA where the file ends first */
+int fx_w_read_all(int fd, void *buf, size_t len, uint64_t off);
+/* A new header with a salt that is neither 0 nor old, in b. */
+int fx_w_head_new(uint64_t old, unsigned char b[W_START], uint64_t *salt);
+int fx_w_head_read(struct fstx_domain *d, uint64_t *salt);
+int fx_w_rec_check(struct fstx_domain *d, uint64_t off, uint64_t size,
+		   struct wrec *h, unsigned char *buf);
+int fx_w_rec_head(struct fstx_domain *d, uint64_t off, struct wrec *h);
+int fx_w_entry_fd(struct fstx_domain *d, const char *path, uint64_t ino);
+int fx_w_entry_mem(const unsigned char *pl, uint64_t len, uint64_t *p,
+		   struct went *e, char *path, char *name,
+		   const unsigned char **data);
+uint64_t fx_w_ent_next(uint64_t p, uint64_t end, const struct went *e);
+int fx_w_rec_walk(struct fstx_domain *d, uint64_t off, const struct wrec *h,
+		  struct wvisit *v);
+int fx_w_rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
+		    unsigned char *buf);
+int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
+		      const int *tgt, const uint64_t *ino, uint64_t *end);
+int fx_w_rec_unwrite(struct fstx_domain *d, uint64_t off);
+int fx_w_grow(struct fstx_domain *d, uint64_t end);
+
+/* ---- wal_note.c: .fstx/walsync ---------------------------------------- */
+int fx_w_side_fd(struct fstx_domain *d);
+int fx_w_side_read(struct fstx_domain *d, void *buf, size_t len, uint64_t off);
+int fx_w_load(struct fstx_domain *d, int *fresh);
+int fx_w_hint_write(struct fstx_domain *d);
+int fx_w_hint_drop(struct fstx_domain *d);
+void fx_w_hint_end(struct fstx_domain *d, uint64_t salt, uint64_t *end);
+int fx_w_rec_state(struct fstx_domain *d, uint64_t off, uint32_t *state);
+int fx_w_set_state(struct fstx_domain *d, uint64_t off, uint32_t state);
+uint64_t fx_w_states_len(uint64_t from, uint64_t to);
+int fx_w_states_read(struct fstx_domain *d, uint64_t from, uint64_t to,
+		     unsigned char *buf);
+uint32_t fx_w_state_in(const struct fstx_domain *d, const unsigned char *buf,
+		       uint64_t from, uint64_t off);
+
+/* ---- wal_apply.c: in place -------------------------------------------- */
+int fx_w_help(struct fstx_domain *d);
+int fx_w_advance(struct fstx_domain *d);
+long fx_w_apply_all(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
+		    const struct plan *P, const int64_t *res, const int *fds,
+		    const int *tgt);
+
+/* ---- wal_group.c: group commit ---------------------------------------- */
+int fx_w_group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end);
+
+#endif

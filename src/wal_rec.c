@@ -1,0 +1,555 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wal_rec.c - the write-ahead log's format, DIR/.fstx/wal (rule W2 of
+ * wal.c): its header, its records and their entries, the CRC; reading and
+ * checking records, parsing their entries, replaying one record (W5) and
+ * writing one (W3).  Every other file of the log reaches the bytes of
+ * .fstx/wal through here.  Integers are little-endian (the host's).
+ *
+ * The file:
+ *     0  header, 32 bytes (struct wfile):
+ *          0 magic "FSTXWAL1"   8 u32 version (1)   12 u32 0
+ *         16 u64 salt (never 0) 24 u32 CRC-32C of the 32 bytes, crc 0
+ *         28 u32 0
+ *    32  zeros
+ *  1024  (W_START) the records, end to end, up to the first invalid one;
+ *        then zeros, in steps of W_GROW (fx_w_grow())
+ *
+ * A record, at an 8-byte aligned offset (struct wrec):
+ *     0 u32 magic "FXW1"   4 u32 entries   8 u64 payload length
+ *    16 u64 salt: the header's, else the record is invalid
+ *    24 u32 CRC-32C of the 32 bytes (crc and state 0) and the payload
+ *    28 u32 0, not covered by the CRC (in memory: the state word, which
+ *       lives in .fstx/walsync, wal_note.c)
+ *    32 the payload: the entries, each 8-byte aligned
+ *
+ * An entry (struct went, 40 bytes, then its names and data):
+ *     0 u32 kind: 1 pwrite, 2 truncate, 3 setxattr
+ *     4 u32 path length     8 u64 inode number the file must have
+ *    16 u64 a: pwrite offset, truncate size, setxattr 0
+ *    24 u64 b: pwrite length, truncate 0, setxattr value length
+ *    32 u32 xattr name length (setxattr only)   36 u32 0
+ *    40 the canonical path (no NUL), the xattr name (no NUL), b bytes of
+ *       data (none for a truncate), zeros to the next multiple of 8
+ */
+#define _GNU_SOURCE
+#include "wal_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#define W_FILE_MAGIC "FSTXWAL1"
+#define W_VERSION 1
+#define W_BUF (64u << 10)
+#define W_GROW (1u << 20)
+
+struct wfile {
+	char magic[8];
+	uint32_t version, rsv;
+	uint64_t salt;
+	uint32_t crc, pad;
+};
+
+_Static_assert(sizeof(struct wfile) == 32, "wal header");
+
+int fx_w_write_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const unsigned char *p = buf;
+
+	while (len) {
+		ssize_t n = fx_os.pwrite(fd, p, len, (off_t)off);
+
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			return -EIO;
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int fx_w_read_all(int fd, void *buf, size_t len, uint64_t off)
+{
+	unsigned char *p = buf;
+
+	while (len) {
+		ssize_t n = fx_os.pread(fd, p, len, (off_t)off);
+
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			return -ENODATA; /* the file ends first */
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* The first W_START bytes of a new, empty log (W6), in b. */
+int fx_w_head_new(uint64_t old, unsigned char b[W_START], uint64_t *salt)
+{
+	struct wfile f = { .magic = W_FILE_MAGIC, .version = W_VERSION };
+
+	do {
+		if (getrandom(&f.salt, sizeof(f.salt), 0) != sizeof(f.salt))
+			return -EIO;
+	} while (!f.salt || f.salt == old);
+	f.crc = fx_crc32c(0, &f, sizeof(f));
+	memset(b, 0, W_START);
+	memcpy(b, &f, sizeof(f));
+	*salt = f.salt;
+	return 0;
+}
+
+/*
+ * The header's salt in *salt; 0 there when no header is valid (the log is
+ * empty).  0, -errno; -EUCLEAN for a header of a future version.
+ */
+int fx_w_head_read(struct fstx_domain *d, uint64_t *salt)
+{
+	struct wfile f;
+	uint32_t crc;
+	int r = fx_w_read_all(d->wal, &f, sizeof(f), 0);
+
+	*salt = 0;
+	if (r == -ENODATA)
+		return 0; /* never completed: no record can be committed */
+	if (r < 0)
+		return r;
+	crc = f.crc;
+	f.crc = 0;
+	if (memcmp(f.magic, W_FILE_MAGIC, 8) || fx_crc32c(0, &f, sizeof(f)) != crc ||
+	    !f.salt)
+		return 0; /* torn by power loss during a checkpoint: empty */
+	if (f.version != W_VERSION)
+		return -EUCLEAN;
+	*salt = f.salt;
+	return 0;
+}
+
+/* Is there a valid record at off?  1 (header in *h), 0 no, -errno. */
+int fx_w_rec_check(struct fstx_domain *d, uint64_t off, uint64_t size,
+		   struct wrec *h, unsigned char *buf)
+{
+	uint64_t p, end;
+	uint32_t crc;
+	struct wrec z;
+	int r;
+
+	if (off + sizeof(*h) > size)
+		return 0;
+	if ((r = fx_w_read_all(d->wal, h, sizeof(*h), off)) < 0)
+		return r == -ENODATA ? 0 : r;
+	if (h->magic != W_REC_MAGIC || h->salt != d->wal_salt ||
+	    h->len > size - off - sizeof(*h))
+		return 0;
+	z = *h;
+	z.crc = 0;
+	z.state = 0;
+	crc = fx_crc32c(0, &z, sizeof(z));
+	p = off + sizeof(*h);
+	end = p + h->len;
+	while (p < end) {
+		size_t n = end - p > W_CHUNK ? W_CHUNK : (size_t)(end - p);
+
+		if ((r = fx_w_read_all(d->wal, buf, n, p)) < 0)
+			return r == -ENODATA ? 0 : r;
+		crc = fx_crc32c(crc, buf, n);
+		p += n;
+	}
+	return crc == h->crc;
+}
+
+/*
+ * The record's header at off (no CRC check) with its state word; 0, or
+ * -EUCLEAN where the hint says a record is and none is.
+ */
+int fx_w_rec_head(struct fstx_domain *d, uint64_t off, struct wrec *h)
+{
+	int r = fx_w_read_all(d->wal, h, sizeof(*h), off);
+
+	if (r == -ENODATA || (!r && (h->magic != W_REC_MAGIC || h->salt != d->wal_salt)))
+		return -EUCLEAN; /* the hint points at no record: damage */
+	return r < 0 ? r : fx_w_rec_state(d, off, &h->state);
+}
+
+/* The entry's file, opened (writable where it can be) and checked. */
+int fx_w_entry_fd(struct fstx_domain *d, const char *path, uint64_t ino)
+{
+	struct stat st;
+	int fd = fx_open(d, path, O_RDWR, 0), r;
+
+	if (fd == -EISDIR)
+		fd = fx_open(d, path, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0)
+		return fd;
+	r = fx_os.fstat(fd, &st);
+	if (r == 0 && (uint64_t)st.st_ino != ino)
+		r = -ESTALE;
+	if (r < 0) {
+		fx_os.close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* A path the log may name: relative, no NUL, not into .fstx/. */
+static int path_ok(const char *p, uint32_t len)
+{
+	if (!len || len >= PATH_MAX || memchr(p, 0, len) || p[0] == '/')
+		return 0;
+	return !(len >= 5 && !memcmp(p, FX_META, 5) && (len == 5 || p[5] == '/'));
+}
+
+static int copy_in(struct fstx_domain *d, int fd, uint64_t src, uint64_t len,
+		   uint64_t dst, unsigned char *buf)
+{
+	while (len) {
+		size_t n = len > W_CHUNK ? W_CHUNK : (size_t)len;
+		int r = fx_w_read_all(d->wal, buf, n, src);
+
+		if (r == 0)
+			r = fx_w_write_all(fd, buf, n, dst);
+		if (r < 0)
+			return r == -ENODATA ? -EUCLEAN : r;
+		src += n;
+		dst += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/*
+ * Is entry e, with its path and xattr name (NUL-terminated here), sound,
+ * with room bytes of the record after the names?  A malformed entry in a
+ * record whose CRC holds is -EUCLEAN (W5).
+ */
+static int entry_check(const struct went *e, const char *path, const char *name,
+		       uint64_t room)
+{
+	if (!path_ok(path, e->plen) || memchr(name, 0, e->nlen) ||
+	    strlen(path) != e->plen)
+		return -EUCLEAN;
+	if (e->kind == W_TRUNC ? e->b != 0 : room < e->b)
+		return -EUCLEAN;
+	if (e->kind == W_SETX ? (e->b > FSTX_MAX_XATTR || !e->nlen) : e->nlen)
+		return -EUCLEAN;
+	if (e->a > FX_WAL_MAX_OFF || e->b > FX_WAL_MAX_OFF - e->a)
+		return -EUCLEAN; /* no commit writes such an entry (W1) */
+	if (e->kind < W_PWRITE || e->kind > W_SETX)
+		return -EUCLEAN;
+	return 0;
+}
+
+/* The entry at *p of a payload held in memory (len bytes); 0 or -EUCLEAN. */
+int fx_w_entry_mem(const unsigned char *pl, uint64_t len, uint64_t *p,
+		   struct went *e, char *path, char *name,
+		   const unsigned char **data)
+{
+	uint64_t q = *p;
+
+	if (len - q < sizeof(*e))
+		return -EUCLEAN;
+	memcpy(e, pl + q, sizeof(*e));
+	q += sizeof(*e);
+	if (e->plen >= PATH_MAX || e->nlen > W_NAME_MAX ||
+	    len - q < (uint64_t)e->plen + e->nlen)
+		return -EUCLEAN;
+	memcpy(path, pl + q, e->plen);
+	path[e->plen] = 0;
+	memcpy(name, pl + q + e->plen, e->nlen);
+	name[e->nlen] = 0;
+	q += e->plen + e->nlen;
+	if (entry_check(e, path, name, len - q) < 0)
+		return -EUCLEAN;
+	*data = pl + q;
+	q = pad8(q + (e->kind == W_TRUNC ? 0 : e->b));
+	*p = q > len ? len : q;
+	return 0;
+}
+
+/* The entry after e at p, or UINT64_MAX where e does not fit before end
+ * (the caller has checked that its header does). */
+uint64_t fx_w_ent_next(uint64_t p, uint64_t end, const struct went *e)
+{
+	uint64_t room = end - p - sizeof(*e), data = e->kind == W_TRUNC ? 0 : e->b;
+
+	if (e->plen > room || e->nlen > room - e->plen ||
+	    data > room - e->plen - e->nlen)
+		return UINT64_MAX;
+	return pad8(p + sizeof(*e) + e->plen + e->nlen + data);
+}
+
+/* The file of entry e, kept open while entries name the same path. */
+static int visit_fd(struct fstx_domain *d, const struct went *e,
+		    const char *path, struct wvisit *v)
+{
+	if (v->fd >= 0 && !strcmp(v->cur, path))
+		return v->fd;
+	if (v->fd >= 0)
+		fx_os.close(v->fd);
+	v->cur[0] = 0;
+	if ((v->fd = fx_w_entry_fd(d, path, e->ino)) < 0)
+		return v->fd;
+	memcpy(v->cur, path, e->plen + 1);
+	return v->fd;
+}
+
+/* Call v->fn for each entry of the valid record at off, read from the
+ * log (any size); stops at the first error, -EUCLEAN for a bad entry. */
+int fx_w_rec_walk(struct fstx_domain *d, uint64_t off, const struct wrec *h,
+		  struct wvisit *v)
+{
+	char path[PATH_MAX], name[W_NAME_MAX + 1];
+	uint64_t p = off + sizeof(*h), end = p + h->len;
+	int r = 0;
+
+	v->fd = -1;
+	for (uint32_t k = 0; k < h->nent && r == 0; k++) {
+		struct went e;
+		uint64_t data;
+
+		r = -EUCLEAN;
+		if (end - p < sizeof(e) ||
+		    fx_w_read_all(d->wal, &e, sizeof(e), p) < 0)
+			break;
+		p += sizeof(e);
+		if (e.plen >= PATH_MAX || e.nlen > W_NAME_MAX ||
+		    end - p < (uint64_t)e.plen + e.nlen)
+			break;
+		if (fx_w_read_all(d->wal, path, e.plen, p) < 0 ||
+		    fx_w_read_all(d->wal, name, e.nlen, p + e.plen) < 0)
+			break;
+		if (memchr(path, 0, e.plen))
+			break;
+		path[e.plen] = 0;
+		name[e.nlen] = 0;
+		data = p + e.plen + e.nlen;
+		if (entry_check(&e, path, name, end - data) < 0)
+			break;
+		p = pad8(data + e.b);
+		if (p > end)
+			p = end;
+		r = v->fn(d, &e, path, name, data, v);
+	}
+	if (v->fd >= 0)
+		fx_os.close(v->fd);
+	v->fd = -1;
+	return r;
+}
+
+static int replay_entry(struct fstx_domain *d, const struct went *e,
+			const char *path, const char *name, uint64_t data,
+			struct wvisit *v)
+{
+	int fd = visit_fd(d, e, path, v), r;
+
+	if (fd < 0)
+		return fd;
+	switch (e->kind) {
+	case W_PWRITE:
+		return copy_in(d, fd, data, e->b, e->a, v->buf);
+	case W_TRUNC:
+		return fx_os.ftruncate(fd, (off_t)e->a);
+	default:
+		r = fx_w_read_all(d->wal, v->buf, (size_t)e->b, data);
+		return r < 0 ? r : fx_os.fsetxattr(fd, name, v->buf, (size_t)e->b, 0);
+	}
+}
+
+/* Apply one valid record again (W5), reading it from the log. */
+int fx_w_rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
+		    unsigned char *buf)
+{
+	struct wvisit v = { .fn = replay_entry, .buf = buf };
+
+	return fx_w_rec_walk(d, off, h, &v);
+}
+
+/* ---- writing a record (W3) --------------------------------------------- */
+
+/* The record being written: buffered, checksummed as it goes. */
+struct wbuf {
+	int fd;
+	unsigned char *buf;
+	size_t used;
+	uint64_t off;  /* file offset of buf[0] */
+	uint32_t crc;
+	int err;
+};
+
+static void wb_flush(struct wbuf *w)
+{
+	if (!w->err && w->used)
+		w->err = fx_w_write_all(w->fd, w->buf, w->used, w->off);
+	w->off += w->used;
+	w->used = 0;
+}
+
+static void wb_put(struct wbuf *w, const void *p, size_t n)
+{
+	if (w->err || !n)
+		return;
+	w->crc = fx_crc32c(w->crc, p, n);
+	if (n >= W_BUF / 4) { /* large data goes straight from the caller */
+		wb_flush(w);
+		if (!w->err)
+			w->err = fx_w_write_all(w->fd, p, n, w->off);
+		w->off += n;
+		return;
+	}
+	if (w->used + n > W_BUF)
+		wb_flush(w);
+	memcpy(w->buf + w->used, p, n);
+	w->used += n;
+}
+
+static void wb_pad(struct wbuf *w)
+{
+	static const unsigned char z[8];
+	uint64_t at = w->off + w->used;
+
+	wb_put(w, z, (size_t)(pad8(at) - at));
+}
+
+/* The change op i makes, as an entry (0 if none); sizes in *e. */
+static int entry_of(const struct plan *P, size_t i, const int *tgt,
+		    const uint64_t *ino, struct went *e, const char **path,
+		    const void **data)
+{
+	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+
+	memset(e, 0, sizeof(*e));
+	switch (op->op) {
+	case BTRFS_IOC_UT_OP_OPEN: /* O_TRUNC: a truncate to 0 */
+		if (!(op->args[1] & O_TRUNC))
+			return 0;
+		*path = P->pops[i].cpath;
+		e->ino = ino[i];
+		e->kind = W_TRUNC;
+		*data = NULL;
+		break;
+	case BTRFS_IOC_UT_OP_PWRITE:
+		if (!op->args[2])
+			return 0;
+		*path = P->pops[tgt[i]].cpath;
+		e->ino = ino[tgt[i]];
+		e->kind = W_PWRITE;
+		e->a = (uint64_t)op->args[3];
+		e->b = (uint64_t)op->args[2];
+		*data = ARGP(op, 1);
+		break;
+	case BTRFS_IOC_UT_OP_TRUNCATE:
+		*path = P->pops[i].cpath;
+		e->ino = ino[i];
+		e->kind = W_TRUNC;
+		e->a = (uint64_t)op->args[1];
+		*data = NULL;
+		break;
+	case BTRFS_IOC_UT_OP_SETXATTR:
+		*path = P->pops[i].cpath;
+		e->ino = ino[i];
+		e->kind = W_SETX;
+		e->nlen = (uint32_t)strlen(ARGP(op, 1));
+		e->b = (uint64_t)op->args[3];
+		*data = ARGP(op, 2);
+		break;
+	default:
+		return 0;
+	}
+	e->plen = (uint32_t)strlen(*path);
+	return 1;
+}
+
+static uint64_t entry_size(const struct went *e)
+{
+	return pad8(sizeof(*e) + e->plen + e->nlen + e->b);
+}
+
+/*
+ * Write the record at d->wal_end (W2, W3); its end in *end.  A record that
+ * fits the buffer goes in one write, its header first in it.
+ */
+int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
+		      const int *tgt, const uint64_t *ino, uint64_t *end)
+{
+	struct wrec h = { .magic = W_REC_MAGIC, .salt = d->wal_salt };
+	struct wbuf w = { .fd = d->wal, .off = d->wal_end };
+	struct went e;
+	const char *path;
+	const void *data;
+	int r, one;
+
+	for (size_t i = 0; i < P->nops; i++)
+		if (entry_of(P, i, tgt, ino, &e, &path, &data)) {
+			h.nent++;
+			h.len += entry_size(&e);
+		}
+	w.crc = fx_crc32c(0, &h, sizeof(h));
+	if (!d->wbuf && !(d->wbuf = fx_malloc(W_BUF)))
+		return -ENOMEM;
+	w.buf = d->wbuf;
+	memset(w.buf, 0, sizeof(h)); /* the header's place; not in the CRC */
+	w.used = sizeof(h);
+	for (size_t i = 0; i < P->nops && !w.err; i++) {
+		if (!entry_of(P, i, tgt, ino, &e, &path, &data))
+			continue;
+		wb_put(&w, &e, sizeof(e));
+		wb_put(&w, path, e.plen);
+		if (e.kind == W_SETX)
+			wb_put(&w, ARGP(&P->ops[i], 1), e.nlen);
+		if (e.kind != W_TRUNC)
+			wb_put(&w, data, (size_t)e.b);
+		wb_pad(&w);
+	}
+	h.crc = w.crc;
+	one = w.off == d->wal_end; /* nothing written yet: all in one */
+	if (one)
+		memcpy(w.buf, &h, sizeof(h));
+	wb_flush(&w);
+	if (w.err)
+		return w.err;
+	if (!one && (r = fx_w_write_all(d->wal, &h, sizeof(h), d->wal_end)) < 0)
+		return r;
+	*end = d->wal_end + sizeof(h) + h.len;
+	return 0;
+}
+
+/* A record that cannot be written whole gets its header zeroed: it is the
+ * last, and the log ends before it (W3). */
+int fx_w_rec_unwrite(struct fstx_domain *d, uint64_t off)
+{
+	static const unsigned char zero_hdr[sizeof(struct wrec)];
+
+	return fx_w_write_all(d->wal, zero_hdr, sizeof(zero_hdr), off);
+}
+
+/*
+ * Zeros from the end of the record to the next W_GROW boundary, where the
+ * file ends before that (W2): later records then change no file size.
+ */
+int fx_w_grow(struct fstx_domain *d, uint64_t end)
+{
+	static const unsigned char z[W_BUF];
+	struct stat st;
+	uint64_t to = (end + W_GROW - 1) / W_GROW * W_GROW;
+	int r;
+
+	if (d->wal_size >= to) /* the file only grows: still true */
+		return 0;
+	if ((r = fx_os.fstat(d->wal, &st)) < 0)
+		return r;
+	for (uint64_t at = (uint64_t)st.st_size > end ? (uint64_t)st.st_size : end;
+	     at < to && r == 0; at += W_BUF)
+		r = fx_w_write_all(d->wal, z, (size_t)(to - at < W_BUF ? to - at : W_BUF), at);
+	if (r == 0)
+		d->wal_size = (uint64_t)st.st_size > to ? (uint64_t)st.st_size : to;
+	return r;
+}
