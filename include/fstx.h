@@ -128,7 +128,8 @@ extern "C" {
  */
 #define FSTX_UT_NOSYNC (1ULL << 17)
 /*
- * Write-ahead durability (transaction flag).  A transaction that only
+ * Write-ahead durability: the default; the flag is accepted and changes
+ * nothing.  A transaction that only
  * overwrites existing files in place (open without creating or O_APPEND;
  * pwrite; truncate, also by O_TRUNC; setxattr of a user.* xattr of at most 1 KiB
  * with flags 0; compare ops) and whose every op is predicted to succeed is
@@ -136,7 +137,8 @@ extern "C" {
  * commit point), then applied in place; a later checkpoint (one fsync of
  * each file the log names, then a new log header) makes the changes
  * durable in place and empties the log.  Any other transaction
- * with this flag runs the usual undo way.  Same promises as a durable
+ * (a name change, a file created, more than 1 MiB of data) runs the undo
+ * way.  Same promises as a durable
  * transaction, with one difference: should an in-place change fail after
  * the commit point (EIO, ENOSPC), commit returns that -errno, the handle
  * latches it, and the transaction stays committed: the next transaction

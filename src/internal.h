@@ -192,6 +192,7 @@ int fx_move(struct fstx_domain *d, const char *src, const char *dst,
 	    struct fx_syncset *ss);
 /* Before-image ranges this long are cloned where reflink works. */
 extern uint64_t fx_clone_min;
+extern int fx_wal_auto; /* trans.c: 1 every transaction tries the log first */
 
 /* ---- api.c: the transaction handle (itx.c reads it too) ---- */
 struct fstx_tx {

@@ -682,6 +682,14 @@ static long execute(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	return 0;
 }
 
+/*
+ * Every transaction is offered to the log first (wal.c W1), whatever its
+ * flags: FSTX_UT_WAL changes nothing.  0 offers only those with
+ * FSTX_UT_WAL or FSTX_UT_LAZY, so that tests can hold the log against
+ * the undo way (test_wal same_as_undo).
+ */
+int fx_wal_auto = 1;
+
 /* 1: not for the log; else the result of the log's commit. */
 static long wal_path(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		     const struct plan *P)
@@ -816,7 +824,7 @@ again:
 		goto out;
 	d->nosync = !!(ut->flags & FSTX_UT_NOSYNC);
 	d->lazy = !!(ut->flags & FSTX_UT_LAZY);
-	if ((ut->flags & (FSTX_UT_WAL | FSTX_UT_LAZY)) &&
+	if ((fx_wal_auto || (ut->flags & (FSTX_UT_WAL | FSTX_UT_LAZY))) &&
 	    (r = wal_path(d, ut, &P)) != 1) {
 		if (r != 2) {
 			tx_go(&ph, TX_LOGGED);

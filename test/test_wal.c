@@ -132,6 +132,7 @@ static void same_as_undo(void **state)
 
 		memset(r1, 0, sizeof(r1));
 		memset(r2, 0, sizeof(r2));
+		fx_wal_auto = 0; /* d1 the undo way: the log only by its option */
 		a = tx_run_pinned(d1, cx[c], NULL, NULL, r1);
 		b = tx_run_pinned(d2, w, NULL, NULL, r2);
 		{
@@ -153,6 +154,7 @@ static void same_as_undo(void **state)
 		/* a later transaction of the undo way checkpoints first */
 		assert_int_equal(tx_text(d2, "mkdir zz_follow\n", NULL), 0);
 		assert_int_equal(tx_text(d1, "mkdir zz_follow\n", NULL), 0);
+		fx_wal_auto = 1;
 		free(s1);
 		free(s2);
 		same_trees(d1, d2, "corpus", (long)c);
@@ -167,7 +169,9 @@ static void same_as_undo(void **state)
 		for (int k = 0; k < NSEQ; k++) {
 			const char *plain = seqtx[k] + strlen("option wal\n");
 
+			fx_wal_auto = 0;
 			assert_int_equal(tx_text(d1, plain, NULL), 0);
+			fx_wal_auto = 1;
 			assert_int_equal(tx_text(d2, seqtx[k], NULL), 0);
 			same_trees(d1, d2, "sequence", k);
 		}
@@ -261,6 +265,34 @@ static void one_barrier(void **state)
 	assert_int_equal(fo.fdatasyncs, 1);
 	fo_remove();
 	free(before);
+	t_drop(d);
+}
+
+/*
+ * The log is the default: a data-only transaction without "option wal"
+ * commits with the record's one barrier; offered to the undo way
+ * (fx_wal_auto 0) the same text takes its journal's barriers.
+ */
+static void default_is_log(void **state)
+{
+	char *d = t_fresh();
+	const char *plain = seqtx[1] + strlen("option wal\n");
+
+	(void)state;
+	assert_int_equal(tx_text(d, seqtx[0] + strlen("option wal\n"), NULL), 0);
+	assert_true(wal_end_dir(d) > 1024); /* its record */
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(tx_text(d, plain, NULL), 0);
+	assert_int_equal(fo.barriers, 1);
+	assert_int_equal(fo.fdatasyncs, 1);
+	assert_int_equal(fo.syncfses, 0);
+	fx_wal_auto = 0;
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(tx_text(d, plain, NULL), 0);
+	fx_wal_auto = 1;
+	assert_true(fo.fdatasyncs >= 2); /* journal and COMMIT */
+	assert_int_equal(wal_end_dir(d), 1024); /* checkpointed before it */
+	fo_remove();
 	t_drop(d);
 }
 
@@ -1735,6 +1767,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(no_syncfs),
 		cmocka_unit_test(one_barrier),
+		cmocka_unit_test(default_is_log),
 		cmocka_unit_test(same_as_undo),
 		cmocka_unit_test(checkpoint_by_size),
 		cmocka_unit_test(loose_checkpoint),

@@ -694,8 +694,9 @@ class Domain:
             all or nothing across kill -9 and power loss, durable at the
             next flush (sync(), close(), a reader, 4 MiB queued).
 
-        ``wal=True`` (FSTX_UT_WAL) commits a transaction that only
-        overwrites existing files by one log record; ``wedge_on_fail=True``
+        ``wal=True`` (FSTX_UT_WAL) is accepted and changes nothing: a
+        transaction that only overwrites existing files is committed by
+        one log record by default; ``wedge_on_fail=True``
         (the RFC's WEDGEONFAIL) wedges the domain if a rollback fails.
         """
         flags = _flags(durable, crash_only, lazy, wal, wedge_on_fail)
