@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * wal.c - the write-ahead (redo) log of data-only transactions,
- * DIR/.fstx/wal (FSTX_UT_WAL).
+ * DIR/.fstx/wal: the default way of every transaction it can take.
  *
  * The rules below hold for every file of the log; wal.h is its only
  * interface, wal_int.h what its files share.  This file: commit (W1, W3,
@@ -13,7 +13,10 @@
  *
  * Rules.  Each is relied on by recovery; a change to one is a format change.
  *
- *  W1. A transaction takes this path only when trans.c finds it eligible:
+ *  W1. trans.c offers every transaction to the log first, whatever its
+ *      flags (FSTX_UT_WAL changes nothing; fx_wal_auto 0 offers only
+ *      those with FSTX_UT_WAL or FSTX_UT_LAZY, for tests).
+ *      A transaction takes this path only when trans.c finds it eligible:
  *      no name step, every op predicted to succeed (no FAIL_ON fires), at
  *      most fx_wal_large bytes of data (more is cheaper the undo way),
  *      nothing past FX_WAL_MAX_OFF (replay refuses entries that are), and
