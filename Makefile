@@ -111,7 +111,7 @@ check-san: all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 
 # The whole crash/error harness: every corpus transaction on every filesystem.
 crashtest: deps all $(TEST_BIN)
-	@FSTX_BLOCKCRASH=0 FSTX_CORPUS_OTHERS=0 FSTX_SUITES="test_rollback test_crash test_powerloss" \
+	@FSTX_PL_STATES=$${FSTX_PL_STATES-60} FSTX_BLOCKCRASH=0 FSTX_CORPUS_OTHERS=0 FSTX_SUITES="test_rollback test_crash test_powerloss" \
 		bash test/run.sh $(B)
 	@$(MAKE) --no-print-directory crashtest-block
 

@@ -59,10 +59,10 @@
  *  - Cooperating processes only: a process that changes the domain without
  *    fstx while a transaction runs can make fstx abort it (-ESTALE).
  *  - One filesystem per domain; no mount points beneath it; not NFS.
- *  - Power-loss atomicity assumes the filesystem persists the namespace
- *    operations nobody fsynced in order (ext4, xfs, btrfs do; they journal
- *    metadata); what an fsync makes durable early, by fstx or another
- *    process (btrfs's fsync log), recovery finds by inode number.
+ *  - Power-loss atomicity assumes the filesystem and the disk honour
+ *    fsync and fdatasync (what they sync is durable when they return);
+ *    it does not assume that changes nobody synced persist in any order
+ *    (recovery finds what persisted by inode number).
  *  - Paths are resolved by fstx itself, beneath the domain; symlinks
  *    inside the domain are followed as the kernel would, but a symlink or
  *    ".." that leaves the domain fails the op with -EXDEV, and so does a

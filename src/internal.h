@@ -168,6 +168,8 @@ uint64_t fx_journal_size(struct fstx_domain *d, const struct fx_step *steps,
 int fx_journal_commit(struct fstx_domain *d);
 /* Truncate the journal to 0; durable: and fdatasync it. */
 int fx_journal_clear(struct fstx_domain *d, int durable);
+/* Rule 1: the marks' removal durable (fsync .fstx/; none when crash-only). */
+int fx_marks_gone(struct fstx_domain *d);
 /* 1 if the journal holds a transaction, 0 if clean, -errno. */
 int fx_journal_hot(struct fstx_domain *d);
 /* Undo whatever the journal describes; 1 done, 0 nothing, <0 error. */

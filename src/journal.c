@@ -6,10 +6,11 @@
  *
  *  1. The journal is clean when it is empty (size 0) and no progress mark
  *     exists (an empty journal beside a mark was cut: corrupt; cleanup
- *     therefore removes marks before it empties the journal, and where
- *     the emptying is made durable (rollback, recovery) it first fsyncs
- *     .fstx/ so the marks' removal is durable before the journal's new
- *     size: fx_journal_clear(); a handle looks for such marks once,
+ *     therefore removes marks before it empties the journal, and first
+ *     fsyncs .fstx/ so the marks' removal is durable before the journal's
+ *     new size can be (fx_marks_gone(), also after a commit, where the
+ *     emptying itself is not synced: power loss may persist the new size
+ *     alone); a handle looks for such marks once,
  *     wal.c W8 says when not at all).  Proved by test_powerloss
  *     power_loss_rollback and blockcrash.bats (btrfs, failing workload).  Any other
  *     content is a hot journal, and no transaction starts on the domain until recovery
@@ -40,8 +41,9 @@
  *     deleted before commit.  Nothing is ever overwritten, so every step can
  *     be undone and the undo of a step that did not happen is a no-op.
  *  5. Before step N runs, the progress mark .fstx/step.TXID.N replaces
- *     step.TXID.N-1 (step.TXID.0 exists from barrier 1 on, rule 3) (a rename: namespace operations persist in order, so the
- *     mark never runs behind the steps).  Undo starts at the mark and runs
+ *     step.TXID.N-1 (step.TXID.0 exists from barrier 1 on, rule 3) (a
+ *     rename; power loss may persist steps without the mark that preceded
+ *     them: rule 5a undoes those by identity).  Undo starts at the mark and runs
  *     the steps backwards, moving the mark down before each: every step
  *     below the mark is then known done and every one above known undone,
  *     so each check is exact: a MOVE src->dst is reversed if dst exists and
@@ -117,10 +119,9 @@
  *    28   4 padding                       written before it lack the field)
  *
  * Power-loss model: file data not covered by a barrier may be lost or torn;
- * namespace operations are assumed to persist in order (a prefix), as the
- * journaling filesystems fstx supports (ext4, xfs, btrfs) provide, except
- * what a barrier on one object makes durable early (btrfs's fsync log:
- * that object's names), which rules 1 and 5a allow for.
+ * any subset of the name changes no barrier covered may persist (a
+ * barrier on one object makes only that object durable: btrfs's fsync
+ * log), which rules 1, 5a and 5b allow for (test_powerloss).
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -558,17 +559,26 @@ int fx_journal_commit(struct fstx_domain *d)
  * size and not the unlinks in .fstx/ (btrfs logs only the inode it
  * syncs), which would leave an empty journal beside a mark.
  */
+int fx_marks_gone(struct fstx_domain *d)
+{
+	int r;
+
+	if (d->nosync)
+		return 0;
+	r = fx_os.fsync(d->meta);
+	if (r < 0 && r != -EINVAL && r != -EOPNOTSUPP) {
+		d->latched = r;
+		return r;
+	}
+	return 0;
+}
+
 int fx_journal_clear(struct fstx_domain *d, int durable)
 {
 	int r;
 
-	if (durable && !d->nosync) {
-		r = fx_os.fsync(d->meta);
-		if (r < 0 && r != -EINVAL && r != -EOPNOTSUPP) {
-			d->latched = r;
-			return r;
-		}
-	}
+	if (durable && (r = fx_marks_gone(d)) < 0)
+		return r;
 	r = fx_os.ftruncate(d->jfd, 0);
 	if (r < 0 || !durable)
 		return r;

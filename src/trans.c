@@ -675,8 +675,10 @@ static long execute(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		/* Committed.  Garbage only from here; the next tx retries. */
 		if (d->nosync)
 			d->nosync_undo = 1; /* crash_only_debt() */
-		/* marks first: an empty journal with a mark is damage (rule 1) */
-		if (fx_clean_scratch(d) == 0)
+		/* marks first, and their removal durable before the journal
+		 * can be empty: an empty journal with a mark is damage (rule
+		 * 1; the journal's new size may persist alone) */
+		if (fx_clean_scratch(d) == 0 && fx_marks_gone(d) == 0)
 			fx_journal_clear(d, 0);
 	}
 	return 0;
