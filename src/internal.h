@@ -47,6 +47,7 @@ struct fstx_domain {
 	uint64_t wal_lazy; /* wal: end of the last lazy record (W10) */
 	int wal_kept;      /* wal: the hint's kept word (W11) */
 	int wal_loose;     /* wal: the hint's loose word (W11) */
+	int wal_owed;      /* wal: fx_wal_owed() */
 	uint64_t mnt_id;   /* wal: the root's mount id (W5), once known */
 	int mnt_known;     /* 1 known, -1 not to be had (boot id alone) */
 	/* wal W12: the hint this handle last wrote (salt, applied, end), and

@@ -78,14 +78,17 @@
  *     then a COMMIT record
  *     is written at the next 512-byte boundary after END (so one sector
  *     holds it whole) and fdatasync()ed (barrier 3): that is the commit
- *     point.  A journal with a valid COMMIT needs no undo.  Afterwards the
- *     journal is truncated to 0 and trash emptied without a barrier: if
- *     that is lost, recovery finds the COMMIT and only cleans up.
+ *     point.  A journal with a valid COMMIT needs no undo.  Afterwards
+ *     the marks are removed and trash emptied, .fstx/ fsynced (rule 1:
+ *     the marks' removal durable first; not when crash-only), and the
+ *     journal truncated to 0 without a barrier: if that is lost, recovery
+ *     finds the COMMIT and only cleans up.
  *     If barrier 3 fails, the transaction is rolled back from the intact
  *     journal, ignoring its COMMIT.  An undo ends with one fsync of each
  *     object it changed back (the files it restored, both parent
- *     directories of every step it reversed or removed), then truncate,
- *     fdatasync.
+ *     directories of every step it reversed or removed), then the marks'
+ *     removal, fsync of .fstx/ (also when crash-only: the journal's new
+ *     size is synced next), truncate, fdatasync.
  *  7. A failed barrier is never retried as if it had succeeded: the
  *     transaction is rolled back and the handle latches the error.
  *  8. On a filesystem with reflink (fsfacts.c), a before-image range of at
@@ -559,13 +562,10 @@ int fx_journal_commit(struct fstx_domain *d)
  * size and not the unlinks in .fstx/ (btrfs logs only the inode it
  * syncs), which would leave an empty journal beside a mark.
  */
-int fx_marks_gone(struct fstx_domain *d)
+static int marks_sync(struct fstx_domain *d)
 {
-	int r;
+	int r = fx_os.fsync(d->meta);
 
-	if (d->nosync)
-		return 0;
-	r = fx_os.fsync(d->meta);
 	if (r < 0 && r != -EINVAL && r != -EOPNOTSUPP) {
 		d->latched = r;
 		return r;
@@ -573,11 +573,17 @@ int fx_marks_gone(struct fstx_domain *d)
 	return 0;
 }
 
+int fx_marks_gone(struct fstx_domain *d)
+{
+	return d->nosync ? 0 : marks_sync(d); /* crash-only: no barrier */
+}
+
 int fx_journal_clear(struct fstx_domain *d, int durable)
 {
 	int r;
 
-	if (durable && (r = fx_marks_gone(d)) < 0)
+	/* also when crash-only: the new size is synced below */
+	if (durable && (r = marks_sync(d)) < 0)
 		return r;
 	r = fx_os.ftruncate(d->jfd, 0);
 	if (r < 0 || !durable)

@@ -349,6 +349,11 @@ int fx_wal_pending(struct fstx_domain *d)
 	return r;
 }
 
+int fx_wal_owed(struct fstx_domain *d)
+{
+	return d->wal_owed;
+}
+
 uint64_t fx_wal_bytes(struct fstx_domain *d)
 {
 	return d->wal_end > W_START ? d->wal_end - W_START : 0;
@@ -813,10 +818,11 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	int *slot_op = fx_calloc(ut->num_fds ? ut->num_fds : 1, sizeof(int));
 	int *tgt = fx_calloc(n, sizeof(int)); /* pwrite: index of its open */
 	uint64_t *ino = fx_calloc(n, sizeof(uint64_t)), at, salt, rec_end;
-	int rs = 0;
+	int rs = 0, appended = 0;
 	long r;
 	size_t i;
 
+	d->wal_owed = 0;
 	r = -ENOMEM;
 	if (!fds || !F.own || !slot_op || !tgt || !ino)
 		goto out;
@@ -847,12 +853,20 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 			r = 2; /* the tree moved on: plan again */
 		goto out;
 	}
+	if (!fx_w_rec_entries(P, tgt, ino)) {
+		/* reads and compare ops only (their inodes helped above):
+		 * nothing to log, no barrier */
+		results(ut, P, res);
+		r = 0;
+		goto out;
+	}
 	if (d->nosync)
 		d->wal_busy = 1; /* W7: applied at once, under the lock */
 	if ((r = append(d, P, tgt, ino, &at, d->lazy)) < 0) {
 		d->wal_busy = 0;
 		goto out;
 	}
+	appended = 1;
 	salt = d->wal_salt;
 	rec_end = d->wal_end;
 	if (d->lazy) {
@@ -878,9 +892,13 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 				d->latched = (int)r; /* stays PENDING for a helper */
 				goto out;
 			}
-			if ((r = applied_meanwhile(d, at, salt)) != 0) {
+			/* a failed barrier first: the record is cancelled
+			 * (W3) even if a helper applied it meanwhile */
+			if (rs == 0 && (r = applied_meanwhile(d, at, salt)) != 0) {
 				if (r > 0)
 					results(ut, P, res);
+				else if (!d->latched)
+					d->latched = (int)r; /* durable: a helper applies it */
 				r = r > 0 ? 0 : r;
 				goto out;
 			}
@@ -923,6 +941,8 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		d->latched = (int)r;
 	r = 0; /* committed and applied; a later call sees the latched error */
 out:
+	if (r < 0 && appended)
+		d->wal_owed = 1; /* fx_wal_owed() */
 	if (fds && F.own)
 		close_targets(d, &F, ino, n);
 	free(fds);

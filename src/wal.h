@@ -27,6 +27,12 @@ int fx_wal_pending(struct fstx_domain *d);
 /* Apply open records, make everything durable in place and empty the log
  * (rule W6); 0 empty, 1 done, 2 done after applying open records. */
 int fx_wal_checkpoint(struct fstx_domain *d);
+/*
+ * 1 if the last fx_wal_commit() of this handle failed after its record
+ * was written: the transaction may be committed (after its barrier it is,
+ * W3), and recovery settles it; 0 if it failed before, or succeeded.
+ */
+int fx_wal_owed(struct fstx_domain *d);
 /* Bytes of records the log holds (0 after a checkpoint). */
 uint64_t fx_wal_bytes(struct fstx_domain *d);
 /* The same, read without the lock and changing nothing; 0 or -errno. */

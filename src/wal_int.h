@@ -102,6 +102,8 @@ int fx_w_rec_walk(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 		  struct wvisit *v);
 int fx_w_rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 		    unsigned char *buf);
+/* The number of entries a record of P would hold (0: nothing to log). */
+size_t fx_w_rec_entries(const struct plan *P, const int *tgt, const uint64_t *ino);
 int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
 		      const int *tgt, const uint64_t *ino, uint64_t *end);
 int fx_w_rec_unwrite(struct fstx_domain *d, uint64_t off);

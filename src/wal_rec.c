@@ -477,6 +477,18 @@ static uint64_t entry_size(const struct went *e)
  * Write the record at d->wal_end (W2, W3); its end in *end.  A record that
  * fits the buffer goes in one write, its header first in it.
  */
+size_t fx_w_rec_entries(const struct plan *P, const int *tgt, const uint64_t *ino)
+{
+	const char *path;
+	const void *data;
+	struct went e;
+	size_t n = 0;
+
+	for (size_t i = 0; i < P->nops; i++)
+		n += entry_of(P, i, tgt, ino, &e, &path, &data) != 0;
+	return n;
+}
+
 int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
 		      const int *tgt, const uint64_t *ino, uint64_t *end)
 {

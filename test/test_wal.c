@@ -296,6 +296,29 @@ static void default_is_log(void **state)
 	t_drop(d);
 }
 
+/*
+ * Compare ops and reads only: nothing to log, no barrier (they took no
+ * barrier the undo way either); an error before the record is not owed.
+ */
+static void nothing_to_log(void **state)
+{
+	char *d = t_fresh();
+	fstx_domain *h;
+
+	(void)state;
+	assert_int_equal(fstx_domain_open(d, &h), 0);
+	assert_int_equal(tx_text_h(h, seqtx[0]), 0);
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(tx_text_h(h, "assert-exists a\nopen 0 a O_RDONLY\nclose 0\n"), 0);
+	assert_int_equal(fo.barriers, 0);
+	assert_int_equal(fo.syncfses, 0);
+	fo_remove();
+	assert_int_equal(fx_wal_owed(h), 0);
+	assert_int_equal(fx_wal_bytes(h) > 0, 1); /* seqtx[0]'s record only */
+	fstx_domain_close(h);
+	t_drop(d);
+}
+
 /* A small log limit makes the sequence checkpoint by itself. */
 static void checkpoint_by_size(void **state)
 {
@@ -705,6 +728,7 @@ static void apply_fails(void **state)
 	assert_int_equal(fx_usertrans(dom, &ut), -EIO);
 	fx_os = fx_os_libc;
 	assert_int_equal(ut.ops_completed, 1);
+	assert_int_equal(fx_wal_owed(dom), 1); /* committed: fstx run exits 3 */
 	/* latched: the handle refuses until recovery */
 	{
 		fstx_tx *tx;
@@ -1768,6 +1792,7 @@ int main(void)
 		cmocka_unit_test(no_syncfs),
 		cmocka_unit_test(one_barrier),
 		cmocka_unit_test(default_is_log),
+		cmocka_unit_test(nothing_to_log),
 		cmocka_unit_test(same_as_undo),
 		cmocka_unit_test(checkpoint_by_size),
 		cmocka_unit_test(loose_checkpoint),
