@@ -105,13 +105,15 @@ check: deps all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 check-san: all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 FSTX_MATRIX= FSTX_PACKAGING=0 \
 		FSTX_BLOCKCRASH=0 FSTX_CORPUS_FIRST=3 FSTX_LARGE_MB=32 FSTX_BANK_TX_FIRST=100 \
+		FSTX_CALL_STRIDE_FIRST=2 \
 		FSTX_SUITES="test_abi test_ops test_txtext test_rollback test_powerloss \
 		test_large test_journal test_race test_bank test_wal test_itx test_lazy cli.bats" \
 		FSTX_LABEL=asan+ubsan bash test/run.sh $(B)
 
 # The whole crash/error harness: every corpus transaction on every filesystem.
 crashtest: deps all $(TEST_BIN)
-	@FSTX_PL_STATES=$${FSTX_PL_STATES-60} FSTX_BLOCKCRASH=0 FSTX_CORPUS_OTHERS=0 FSTX_SUITES="test_rollback test_crash test_powerloss" \
+	@FSTX_PL_STATES=$${FSTX_PL_STATES-60} FSTX_BLOCKCRASH=0 FSTX_CORPUS_OTHERS=0 FSTX_CALL_STRIDE_OTHERS=1 \
+		FSTX_SUITES="test_rollback test_crash test_powerloss test_wal" \
 		bash test/run.sh $(B)
 	@$(MAKE) --no-print-directory crashtest-block
 

@@ -77,13 +77,17 @@ skipped() {
 }
 
 # The whole corpus on the first filesystem, FSTX_CORPUS_OTHERS (default
-# 12) transactions on the others: the bounded run of make check.
+# 12) transactions on the others, and there every FSTX_CALL_STRIDE_OTHERS-th
+# OS call (default 3) of test_wal's kill and error sweeps: the bounded run
+# of make check.
 run_fs() {
 	local name=$1 dir=$2 pass=0 fail=0 skip=0 out rc p f k
 	export FSTX_CORPUS=${FSTX_CORPUS_FIRST:-}
 	export FSTX_BANK_TX=${FSTX_BANK_TX_FIRST:-1000}
+	export FSTX_CALL_STRIDE=${FSTX_CALL_STRIDE_FIRST:-1}
 	[ -n "${FIRST_DONE:-}" ] && export FSTX_CORPUS=${FSTX_CORPUS_OTHERS:-12} \
-		FSTX_BANK_TX=${FSTX_BANK_TX_OTHERS:-100}
+		FSTX_BANK_TX=${FSTX_BANK_TX_OTHERS:-100} \
+		FSTX_CALL_STRIDE=${FSTX_CALL_STRIDE_OTHERS:-3}
 	FIRST_DONE=1
 	# Where reflink works, clone every before-image of 4 KiB or more, so
 	# the crash and power-loss harness covers journal.c rule 8.

@@ -601,6 +601,18 @@ static long seq_calls(void)
 	return seq_calls_of(seqtx);
 }
 
+/*
+ * Every FSTX_CALL_STRIDE-th OS call (1: every one).  make check samples
+ * the calls on all but its first filesystem and under the sanitizers
+ * (test/run.sh); make crashtest takes every call everywhere.
+ */
+static long call_stride(void)
+{
+	long s = t_env_long("FSTX_CALL_STRIDE", 1);
+
+	return s > 0 ? s : 1;
+}
+
 static void kill_every_call(void **state)
 {
 	char *st[NSEQ + 1];
@@ -609,7 +621,7 @@ static void kill_every_call(void **state)
 	(void)state;
 	seq_states(st);
 	for (int m = 0; m < 2; m++)
-		for (long k = 1; k <= n; k++) {
+		for (long k = 1; k <= n; k += call_stride()) {
 			char *d = t_fresh();
 			struct seq q = { (const char *const *)seqtx, NSEQ,
 					 (int)(k / 3 % 2), 0, wal_prep };
@@ -639,7 +651,7 @@ static void kill_crash_only(void **state)
 	(void)state;
 	seq_states(st);
 	for (int m = 0; m < 2; m++)
-		for (long k = 1; k <= n + 10; k++) { /* one handle: more calls */
+		for (long k = 1; k <= n + 10; k += call_stride()) { /* one handle: more calls */
 			char *d = t_fresh();
 			struct seq q = { (const char *const *)seqcx, NSEQ,
 					 (int)(k % 2), (int)(k % 4 == 1), wal_prep };
@@ -668,7 +680,7 @@ static void errors_every_call(void **state)
 	fx_wal_max = 3000;
 	for (int e = 0; e < 2; e++)
 		for (int sticky = 0; sticky < 2; sticky++)
-			for (long k = 1; k <= n; k++) {
+			for (long k = 1; k <= n; k += call_stride()) {
 				char *d = t_fresh();
 				int ok = 0, tried = 0, r;
 				fstx_domain *h = NULL;
