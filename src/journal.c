@@ -991,7 +991,6 @@ static int move_back(struct fstx_domain *d, const struct fx_step *s,
 	return -EUCLEAN;
 }
 
-/* Rule 5: undo one step if it happened. */
 /* Does a MOVE of journal j name inode ino? */
 static int step_of_ino(const struct jr *j, uint64_t ino)
 {
@@ -1001,6 +1000,7 @@ static int step_of_ino(const struct jr *j, uint64_t ino)
 	return 0;
 }
 
+/* Rule 5: undo one step if it happened. */
 static int undo_step(const struct jr *j, const struct fx_step *s,
 		     struct fx_syncset *ss)
 {

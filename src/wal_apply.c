@@ -176,43 +176,84 @@ static int help_rec(struct fstx_domain *d, struct hpass *H, uint64_t size,
 	return WS_OPEN(h->state);
 }
 
-/* Pass 1: the entries of the open records in [applied, end), marked. */
-static int help_collect(struct fstx_domain *d, struct hpass *H, uint64_t size)
+/* One entry of an open record that fits W_CHUNK: its pass index i. */
+struct hent_in {
+	size_t i;
+	const struct went *e;
+	const char *path, *name;
+	const unsigned char *data;
+};
+
+/*
+ * Both passes of a help: walk the open records in [applied, end), in log
+ * order; hand each entry of a record that fits W_CHUNK to ent (its index
+ * counts those entries), and each larger record to big (NULL: skip it).
+ */
+static int help_walk(struct fstx_domain *d, struct hpass *H, uint64_t size,
+		     int (*big)(struct fstx_domain *, struct hpass *, uint64_t,
+				const struct wrec *),
+		     int (*ent)(struct fstx_domain *, struct hpass *,
+				const struct hent_in *))
 {
 	char path[PATH_MAX], name[W_NAME_MAX + 1];
+	struct hent_in in = { .path = path, .name = name };
 	struct wrec h;
 	int r;
 
 	for (uint64_t off = d->wal_applied; off < d->wal_end; off = rec_next(off, &h)) {
-		const unsigned char *data;
 		uint64_t p = 0;
 		struct went e;
 
 		if ((r = help_rec(d, H, size, off, &h)) < 0)
 			return r;
-		if (!r || h.len > W_CHUNK)
-			continue; /* large records: applied whole, not coalesced */
-		for (uint32_t k = 0; k < h.nent; k++) {
-			struct hent *x;
-
-			if ((r = fx_w_entry_mem(H->buf, h.len, &p, &e, path, name, &data)) < 0)
+		if (!r)
+			continue;
+		if (h.len > W_CHUNK) { /* applied whole, not coalesced */
+			if (big && (r = big(d, H, off, &h)) < 0)
 				return r;
-			if (H->n == H->cap) {
-				size_t c = H->cap ? 2 * H->cap : 64;
-				struct hent *ne = fx_realloc(H->e, c * sizeof(*ne));
-
-				if (!ne)
-					return -ENOMEM;
-				H->e = ne;
-				H->cap = c;
-			}
-			x = &H->e[H->n++];
-			*x = (struct hent){ .ino = e.ino, .a = e.a, .b = e.b,
-					    .kind = e.kind };
-			if (e.kind == W_SETX && !(x->name = fx_strdup(name)))
-				return -ENOMEM;
+			continue;
+		}
+		in.e = &e;
+		for (uint32_t k = 0; k < h.nent; k++, in.i++) {
+			if ((r = fx_w_entry_mem(H->buf, h.len, &p, &e, path, name, &in.data)) < 0 ||
+			    (r = ent(d, H, &in)) < 0)
+				return r;
 		}
 	}
+	return 0;
+}
+
+/* Pass 1, per entry: note it. */
+static int collect_ent(struct fstx_domain *d, struct hpass *H,
+		       const struct hent_in *in)
+{
+	const struct went *e = in->e;
+	struct hent *x;
+
+	(void)d;
+	if (H->n == H->cap) {
+		size_t c = H->cap ? 2 * H->cap : 64;
+		struct hent *ne = fx_realloc(H->e, c * sizeof(*ne));
+
+		if (!ne)
+			return -ENOMEM;
+		H->e = ne;
+		H->cap = c;
+	}
+	x = &H->e[H->n++];
+	*x = (struct hent){ .ino = e->ino, .a = e->a, .b = e->b, .kind = e->kind };
+	if (e->kind == W_SETX && !(x->name = fx_strdup(in->name)))
+		return -ENOMEM;
+	return 0;
+}
+
+/* Pass 1: the entries of the open records in [applied, end), marked. */
+static int help_collect(struct fstx_domain *d, struct hpass *H, uint64_t size)
+{
+	int r = help_walk(d, H, size, NULL, collect_ent);
+
+	if (r < 0)
+		return r;
 	for (H->tsize = 16; H->tsize < 2 * H->n; H->tsize *= 2)
 		;
 	if (!(H->t = fx_calloc(H->tsize, sizeof(*H->t))))
@@ -242,50 +283,37 @@ static int help_fd(struct fstx_domain *d, struct hpass *H, const char *path,
 	return fd;
 }
 
+/* Pass 2, a record too large to coalesce: replayed whole. */
+static int apply_big(struct fstx_domain *d, struct hpass *H, uint64_t off,
+		     const struct wrec *h)
+{
+	return fx_w_rec_replay(d, off, h, H->buf);
+}
+
+/* Pass 2, per entry: applied unless a later one overwrites it whole. */
+static int apply_ent(struct fstx_domain *d, struct hpass *H,
+		     const struct hent_in *in)
+{
+	const struct went *e = in->e;
+	int fd;
+
+	if (in->i >= H->n)
+		return -EUCLEAN; /* the log changed under the lock */
+	if (H->e[in->i].skip)
+		return 0;
+	if ((fd = help_fd(d, H, in->path, e->ino)) < 0)
+		return fd;
+	if (e->kind == W_PWRITE)
+		return fx_w_write_all(fd, in->data, (size_t)e->b, e->a);
+	if (e->kind == W_TRUNC)
+		return fx_os.ftruncate(fd, (off_t)e->a);
+	return fx_os.fsetxattr(fd, in->name, in->data, (size_t)e->b, 0);
+}
+
 /* Pass 2: apply the entries not skipped, record by record, in log order. */
 static int help_apply(struct fstx_domain *d, struct hpass *H, uint64_t size)
 {
-	char path[PATH_MAX], name[W_NAME_MAX + 1];
-	size_t i = 0;
-	struct wrec h;
-	int r;
-
-	for (uint64_t off = d->wal_applied; off < d->wal_end; off = rec_next(off, &h)) {
-		const unsigned char *data;
-		uint64_t p = 0;
-		struct went e;
-
-		if ((r = help_rec(d, H, size, off, &h)) < 0)
-			return r;
-		if (!r)
-			continue;
-		if (h.len > W_CHUNK) {
-			if ((r = fx_w_rec_replay(d, off, &h, H->buf)) < 0)
-				return r;
-			continue;
-		}
-		for (uint32_t k = 0; k < h.nent; k++, i++) {
-			int fd;
-
-			if ((r = fx_w_entry_mem(H->buf, h.len, &p, &e, path, name, &data)) < 0)
-				return r;
-			if (i >= H->n)
-				return -EUCLEAN; /* the log changed under the lock */
-			if (H->e[i].skip)
-				continue;
-			if ((fd = help_fd(d, H, path, e.ino)) < 0)
-				return fd;
-			if (e.kind == W_PWRITE)
-				r = fx_w_write_all(fd, data, (size_t)e.b, e.a);
-			else if (e.kind == W_TRUNC)
-				r = fx_os.ftruncate(fd, (off_t)e.a);
-			else
-				r = fx_os.fsetxattr(fd, name, data, (size_t)e.b, 0);
-			if (r < 0)
-				return r;
-		}
-	}
-	return 0;
+	return help_walk(d, H, size, apply_big, apply_ent);
 }
 
 static void help_free(struct hpass *H)
