@@ -8,6 +8,8 @@
  *                  then renamed into place
  *   .fstx/trash/   names a transaction removes are renamed here and
  *                  deleted only after commit
+ *   .fstx/wnew/    the write-ahead log's staging of new files (wal.c W2,
+ *                  W6), emptied by each checkpoint
  *   .fstx/wedged   present while the domain is wedged (WEDGEONFAIL)
  *   .fstx/step.N   progress mark: name steps 0..N-1 are done, N may be
  *                  (journal.c rule 5); a name, so that it is ordered with
@@ -70,7 +72,8 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 		goto fail;
 	d->meta = r;
 	if ((r = ensure_dir(d->meta, "new", &created)) < 0 ||
-	    (r = ensure_dir(d->meta, "trash", &created)) < 0)
+	    (r = ensure_dir(d->meta, "trash", &created)) < 0 ||
+	    (r = ensure_dir(d->meta, "wnew", &created)) < 0)
 		goto fail;
 	r = fx_os.openat2(d->meta, "lock", O_RDWR | O_CREAT, 0600, FX_RESOLVE);
 	if (r < 0)
@@ -112,6 +115,9 @@ void fx_domain_fini(struct fstx_domain *d)
 	d->wbuf = NULL;
 	free(d->win);
 	d->win = NULL;
+	free(d->wal_remap);
+	d->wal_remap = NULL;
+	d->wal_nremap = 0;
 	d->win_cap = 0;
 	if (d->walmap)
 		fx_os.unmap((void *)(uintptr_t)d->walmap, FX_WALMAP);
@@ -391,4 +397,9 @@ int fx_clean_scratch(struct fstx_domain *d)
 	r = clean_dir(d, "trash");
 
 	return r < 0 ? r : clean_dir(d, "new");
+}
+
+int fx_clean_wnew(struct fstx_domain *d)
+{
+	return clean_dir(d, "wnew");
 }

@@ -68,6 +68,10 @@ struct fstx_domain {
 	unsigned fdc_next;
 	unsigned char *wbuf; /* wal_rec.c: the record buffer, kept between commits */
 	unsigned char *win;  /* wal.c: the open records and their state words */
+	/* wal_rec.c: new files a replay made again under another inode
+	 * number (W5): record inode -> the one now at its names */
+	struct fx_remap { uint64_t from, to; } *wal_remap;
+	size_t wal_nremap;
 	size_t win_cap;
 	struct fx_fsfacts {  /* fsfacts.c: detected once per handle */
 		long magic;          /* statfs f_type */
@@ -106,6 +110,8 @@ int fx_is_wedged(struct fstx_domain *d);
 int fx_wedge(struct fstx_domain *d);
 int fx_unwedge(struct fstx_domain *d);
 int fx_clean_scratch(struct fstx_domain *d);
+/* Empty .fstx/wnew/, the log's staging of new files (wal.c W6). */
+int fx_clean_wnew(struct fstx_domain *d);
 /* Call cb for each entry of directory fd but . and ..; stops at non-0. */
 int fx_dir_each(int fd, int (*cb)(int fd, const char *name, void *arg),
 		void *arg);

@@ -484,6 +484,26 @@ static int op_fails(const struct btrfs_ioctl_usertrans_op *op, uint64_t utflags,
  */
 #define WAL_MAX_XATTR 1024
 
+/* W1: the name steps the log takes: pairs of a new file or directory
+ * made in staging and moved to a name no object held. */
+static int wal_steps_ok(const struct plan *P)
+{
+	if (P->nsteps % 2)
+		return 0;
+	for (size_t k = 0; k < P->nsteps; k += 2) {
+		const struct fx_step *s = &P->steps[k], *m = &P->steps[k + 1];
+
+		if ((s->kind != FX_ST_MKFILE && s->kind != FX_ST_MKDIR) ||
+		    m->kind != FX_ST_MOVE || strcmp(m->src, s->dst) || s->newid <= 0 ||
+		    m->newid != s->newid || s->op != m->op)
+			return 0;
+		if (s->kind == FX_ST_MKFILE && (P->ops[s->op].op != BTRFS_IOC_UT_OP_OPEN ||
+						!P->pops[s->op].create))
+			return 0;
+	}
+	return 1;
+}
+
 static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertrans *ut,
 			const struct plan *P, int64_t *res)
 {
@@ -493,7 +513,7 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 	int ok = 0;
 	size_t i;
 
-	if (!wr || P->nsteps)
+	if (!wr || !wal_steps_ok(P))
 		goto out;
 	for (i = 0; i < P->nops; i++) {
 		const struct btrfs_ioctl_usertrans_op *op = &ops[i];
@@ -504,7 +524,7 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 		res[i] = 0;
 		switch (op->op) {
 		case BTRFS_IOC_UT_OP_OPEN:
-			if (P->pops[i].create || !P->pops[i].check_ino || (a[1] & O_APPEND) ||
+			if (!(P->pops[i].create || P->pops[i].check_ino) || (a[1] & O_APPEND) ||
 			    ((a[1] & O_TRUNC) && (a[1] & O_ACCMODE) == O_RDONLY))
 				goto out;
 			wr[a[3]] = (a[1] & O_ACCMODE) != O_RDONLY;
@@ -529,6 +549,8 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 			break;
 		case BTRFS_IOC_UT_OP_CLOSE:
 			wr[a[0]] = 0;
+			break;
+		case BTRFS_IOC_UT_OP_MKDIR: /* a new name (wal_steps_ok()) */
 			break;
 		default:
 			if (!fx_op_is_assert(op->op))

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wal.c - the write-ahead (redo) log of data-only transactions,
- * DIR/.fstx/wal: the default way of every transaction it can take.
+ * wal.c - the write-ahead (redo) log, DIR/.fstx/wal: the default way of
+ * every transaction it can take (data, xattrs, new files and directories).
  *
  * The rules below hold for every file of the log; wal.h is its only
  * interface, wal_int.h what its files share.  This file: commit (W1, W3,
@@ -17,14 +17,17 @@
  *      flags (FSTX_UT_WAL changes nothing; fx_wal_auto 0 offers only
  *      those with FSTX_UT_WAL or FSTX_UT_LAZY, for tests).
  *      A transaction takes this path only when trans.c finds it eligible:
- *      no name step, every op predicted to succeed (no FAIL_ON fires), at
- *      most fx_wal_large bytes of data (more is cheaper the undo way),
- *      nothing past FX_WAL_MAX_OFF (replay refuses entries that are), and
- *      its changes are pwrites at fixed offsets into existing regular files,
- *      truncates of them (also by O_TRUNC), and setxattr (flags 0) of
- *      small user.* xattrs.
+ *      every op predicted to succeed (no FAIL_ON fires), at most
+ *      fx_wal_large bytes of data (more is cheaper the undo way), nothing
+ *      past FX_WAL_MAX_OFF (replay refuses entries that are), its name
+ *      steps only new files (open O_CREAT of an absent name) and new
+ *      directories (mkdir), and its other changes pwrites at fixed offsets
+ *      into existing or new regular files, truncates of them (also by
+ *      O_TRUNC), and setxattr (flags 0) of small user.* xattrs.
  *      Each such change is a "set": the bytes, the size or the xattr value
- *      it leaves do not depend on what was there before.
+ *      it leaves do not depend on what was there before; a new name is
+ *      made only where no object was, and no record moves or removes a
+ *      name (those take the undo way, which checkpoints the log first).
  *  W2. Layout: sector 0 holds the header (magic "FSTXWAL1", version, salt,
  *      CRC-32C); records start at byte 1024.  The hint (W4, W5) and the
  *      records' state words live in .fstx/walsync, notes for this boot that
@@ -43,6 +46,11 @@
  *      in steps of W_GROW bytes of written zeros beyond the last record, so
  *      that most records overwrite allocated blocks and their fdatasync
  *      flushes data only, not the file's size.
+ *      A new file is made before its record, empty, as a staged file
+ *      .fstx/wnew/SALT-OFFSET-STEP (a name no other record uses), so that
+ *      the record names its inode; its data, size and xattrs are entries
+ *      of the record like any other.  After the barrier the staged file is
+ *      renamed to its name (W4); a new directory is made at its name.
  *  W3. Commit: under the lock the record is written whole at the log's
  *      end (open: no state word, W2) and the hint's END moves past it;
  *      then the lock is dropped for fdatasync(wal), the commit point and
@@ -72,7 +80,8 @@
  *      APPLIED = END and busy cleared.  A help pass skips a change that a
  *      later record of the pass overwrites whole (coalescing, see
  *      fx_w_help()).  A transaction that would touch (change or assert on)
- *      an inode that an open record changes first helps, and plans again
+ *      an inode that an open record changes, or that finds an open record
+ *      making a name (its plan saw the name absent), first helps, and plans again
  *      (the check reads the records from APPLIED to END, and their state
  *      words, in two reads when they span at most fx_wal_window bytes).
  *      So records that share an inode are applied in log order, and records
@@ -97,15 +106,27 @@
  *      beneath the domain, no symlinks) and inode number; another inode
  *      there is -ESTALE, and a malformed entry in a record whose CRC holds
  *      -EUCLEAN: recovery stops before changing anything of that entry.
+ *      A name entry is replayed by what is there (fx_w_name_apply()): a
+ *      new file's name holding its inode is done; else its staged file is
+ *      renamed there; a staged file lost with its name (neither was
+ *      durable) is made again, empty, and linked there under its staged
+ *      name too, which keeps that link until the checkpoint that recovery
+ *      then runs (W6), so that a replay cut short and run again knows the
+ *      new inode for the record's own (d->wal_remap, also for later
+ *      entries naming that inode).  A directory is known by its name and
+ *      kind.  Any other object at a new name is -ESTALE (test_wal
+ *      names_replay_lost).
  *  W6. Checkpoint (the log holds more than fx_wal_max bytes of records
  *      (without barriers when W11 allows); or
  *      before a transaction that takes the undo way of journal.c, which
  *      must not be replayed over; or fstx_recover()): help (W4), one
- *      fsync of each file a record of the log names (every applied change
- *      durable in place; syncset.h: not syncfs, which would wait for every
- *      other process's dirty pages too), then a new header with a
+ *      fsync of each file a record of the log names, and of each new name's
+ *      object and the directory holding it (every applied change durable
+ *      in place; syncset.h: not syncfs, which would wait for every other
+ *      process's dirty pages too), then a new header with a
  *      new salt and a hint with END = APPLIED = 1024 in one write,
- *      fdatasync(wal).  A writer that finds the salt changed when it takes
+ *      fdatasync(wal); then .fstx/wnew/ is emptied (no record names its
+ *      files any more; one left by power loss is garbage).  A writer that finds the salt changed when it takes
  *      the lock back knows its record was applied.  The old records that
  *      remain carry the old salt; a torn header empties the log; either
  *      way their changes were durable already.  The first header of a new
@@ -133,7 +154,8 @@
  *      the one this handle last read there: a checkpoint writes the hint
  *      invalid before it writes a new header (W6), so a valid hint with
  *      the old salt means the header has not changed.
- * W10. Lazy transactions (FSTX_UT_LAZY) end at W3's append: the hint's
+ * W10. Lazy transactions (FSTX_UT_LAZY) that make no name end at W3's
+ *      append (one that makes names commits as a durable one): the hint's
  *      LAZY set to the record's end, no barrier, nothing
  *      applied; their commit point is the append itself (they are promised
  *      atomic, not durable).  A lazy transaction without compare ops reads
@@ -184,6 +206,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -216,6 +239,7 @@ static int wal_reset(struct fstx_domain *d, int loose)
 		return r;
 	}
 	d->wal_salt = salt;
+	fx_w_remap_clear(d); /* the records it served are gone */
 	d->wal_end = d->wal_applied = W_START;
 	d->wal_kept = 0;
 	d->wal_loose = loose;
@@ -223,6 +247,7 @@ static int wal_reset(struct fstx_domain *d, int loose)
 }
 
 static int recover_loaded(struct fstx_domain *d, int fresh, int all);
+static int checkpoint(struct fstx_domain *d, int loose_ok);
 
 /*
  * Replay every valid record from the start (W5), when no hint of this
@@ -323,6 +348,10 @@ static int recover_loaded(struct fstx_domain *d, int fresh, int all)
 	d->wal_end = d->wal_applied = off;
 	if ((r = fx_w_hint_write(d)) < 0)
 		goto out;
+	/* new files made again under other inode numbers: durable now,
+	 * while this handle knows them (fx_w_name_apply()) */
+	if (d->wal_nremap && (r = checkpoint(d, 0)) < 0)
+		goto out;
 	r = n > 0;
 out:
 	free(buf);
@@ -385,6 +414,26 @@ int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes)
 	return r < 0 ? r : 0;
 }
 
+/* A new name: the object at it and the directory holding it (W6). */
+static int sync_name(struct fstx_domain *d, const char *path,
+		     struct fx_syncset *ss)
+{
+	const char *n;
+	int dfd = fx_parent(d, path, &n), fd;
+
+	if (dfd < 0)
+		return dfd == -ENOENT ? 0 : dfd;
+	fx_ss_dir(ss, dfd);
+	fd = fx_os.openat2(dfd, n, O_RDONLY | O_NONBLOCK | O_NOFOLLOW, 0, FX_RESOLVE);
+	fx_os.close(dfd);
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	fx_ss_take(ss, fd);
+	return 0;
+}
+
 static int sync_entry(struct fstx_domain *d, const struct went *e,
 		      const char *path, const char *name, uint64_t data,
 		      struct wvisit *v)
@@ -394,7 +443,9 @@ static int sync_entry(struct fstx_domain *d, const struct went *e,
 
 	(void)name;
 	(void)data;
-	if (fx_ss_has(v->ss, e->ino))
+	if (W_IS_NAME(e->kind))
+		return sync_name(d, path, v->ss);
+	if (fx_ss_has(v->ss, fx_w_ino(d, e->ino)))
 		return 0;
 	/* read-only is enough to fsync, and works on a file made read-only
 	 * since its record (fx_w_entry_fd() wants to write) */
@@ -403,7 +454,7 @@ static int sync_entry(struct fstx_domain *d, const struct went *e,
 		return 0; /* removed since: nothing of the log's there */
 	if (fd < 0)
 		return fd;
-	if ((r = fx_os.fstat(fd, &st)) < 0 || (uint64_t)st.st_ino != e->ino) {
+	if ((r = fx_os.fstat(fd, &st)) < 0 || (uint64_t)st.st_ino != fx_w_ino(d, e->ino)) {
 		fx_os.close(fd);
 		return r < 0 ? r : 0; /* another file there now: not the log's */
 	}
@@ -457,7 +508,13 @@ static int checkpoint(struct fstx_domain *d, int loose_ok)
 		return r;
 	}
 	r = wal_reset(d, loose);
-	return r < 0 ? r : 1 + helped;
+	if (r < 0)
+		return r;
+	/* the staged files of its records: every one is at its new name,
+	 * durable (above), and no record names them now; left over, they
+	 * are garbage the next checkpoint removes */
+	fx_clean_wnew(d);
+	return 1 + helped;
 }
 
 int fx_wal_checkpoint(struct fstx_domain *d)
@@ -514,20 +571,115 @@ struct tfds {
 };
 
 /*
- * Open the files the ops change (before the commit point).  tgt[i] is the
- * op whose fd op i uses: a pwrite its open's, a truncate or setxattr of the
- * file the last writable open opened that one's, else its own.
+ * The name entries of plan P (W1: each a staged creation of a file or a
+ * directory, then its move to a name no object held), in step order, into
+ * nm (P->nsteps / 2 of them at most); their number.
+ */
+static size_t names_of(struct fstx_domain *d, const struct plan *P,
+		       struct wname *nm)
+{
+	size_t n = 0;
+
+	for (size_t k = 0; k + 1 < P->nsteps; k += 2) {
+		const struct fx_step *s = &P->steps[k];
+		struct wname *w = &nm[n++];
+
+		*w = (struct wname){ .kind = s->kind == FX_ST_MKDIR ? W_MKDIR : W_NEWF,
+				     .mode = s->mode, .path = P->steps[k + 1].dst,
+				     .op = s->op };
+		if (w->kind == W_NEWF) /* unique in the log: salt, offset, step */
+			snprintf(w->stage, sizeof(w->stage), W_WNEW "%016llx-%llx-%zu",
+				 (unsigned long long)d->wal_salt,
+				 (unsigned long long)d->wal_end, k);
+	}
+	return n;
+}
+
+static int unlink_path(struct fstx_domain *d, const char *path)
+{
+	const char *n;
+	int dfd = fx_parent(d, path, &n), r;
+
+	if (dfd < 0)
+		return dfd;
+	r = fx_os.unlinkat(dfd, n, 0);
+	fx_os.close(dfd);
+	return r;
+}
+
+/*
+ * The staged file of the new file op i opens (W2): .fstx/wnew/NAME, made
+ * before the record that names it, so the record knows its inode.  A file
+ * there already is garbage of a transaction cut short at this offset (no
+ * record is there yet).
+ */
+static int stage_file(struct fstx_domain *d, struct wname *w)
+{
+	struct stat st;
+	int fd, r;
+
+	fd = fx_open(d, w->stage, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, w->mode);
+	if (fd == -EEXIST && (r = unlink_path(d, w->stage)) < 0)
+		return r;
+	if (fd == -EEXIST)
+		fd = fx_open(d, w->stage, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, w->mode);
+	if (fd < 0)
+		return fd;
+	if ((r = fx_os.fstat(fd, &st)) < 0) {
+		fx_os.close(fd);
+		unlink_path(d, w->stage);
+		return r;
+	}
+	w->ino = (uint64_t)st.st_ino;
+	return fd;
+}
+
+/* Before the commit point: the staged files go again. */
+static void unstage(struct fstx_domain *d, struct wname *nm, size_t nnm)
+{
+	for (size_t k = 0; k < nnm; k++)
+		if (nm[k].kind == W_NEWF && nm[k].ino) {
+			unlink_path(d, nm[k].stage);
+			nm[k].ino = 0;
+		}
+}
+
+static struct wname *name_of_op(struct wname *nm, size_t nnm, size_t op)
+{
+	for (size_t k = 0; k < nnm; k++)
+		if (nm[k].op == op && nm[k].kind == W_NEWF)
+			return &nm[k];
+	return NULL;
+}
+
+/* The op that creates new object obj (< 0), or -1. */
+static long creator(const struct plan *P, size_t i, int64_t obj)
+{
+	for (size_t j = 0; j < i; j++)
+		if (P->pops[j].create && P->pops[j].obj == obj)
+			return (long)j;
+	return -1;
+}
+
+/*
+ * Open the files the ops change (before the commit point), and stage the
+ * new ones.  tgt[i] is the op whose fd op i uses: a pwrite its open's, a
+ * truncate or setxattr of the file the last writable open opened, or of a
+ * new file, that one's, else its own.
  */
 static int open_targets(struct fstx_domain *d, const struct plan *P,
-			struct tfds *F, uint64_t *ino, int *slot_op, int *tgt)
+			struct tfds *F, uint64_t *ino, int *slot_op, int *tgt,
+			struct wname *nm, size_t nnm)
 {
 	long last = -1; /* the last writable open */
 
 	for (size_t i = 0; i < P->nops; i++) {
 		const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
 		const struct pop *po = &P->pops[i];
+		struct wname *w;
 		int flags, fd, r;
 		struct stat st;
+		long j;
 
 		tgt[i] = (int)i;
 		if ((op->op == BTRFS_IOC_UT_OP_TRUNCATE || op->op == BTRFS_IOC_UT_OP_SETXATTR) &&
@@ -536,12 +688,33 @@ static int open_targets(struct fstx_domain *d, const struct plan *P,
 			ino[i] = ino[last];
 			continue;
 		}
+		if ((op->op == BTRFS_IOC_UT_OP_TRUNCATE || op->op == BTRFS_IOC_UT_OP_SETXATTR) &&
+		    po->obj < 0) { /* a new file, opened by its staging */
+			if ((j = creator(P, i, po->obj)) < 0)
+				return -ESTALE;
+			tgt[i] = (int)j;
+			ino[i] = ino[j];
+			continue;
+		}
 		switch (op->op) {
 		case BTRFS_IOC_UT_OP_PWRITE: /* slots are reused: map it now */
 			tgt[i] = slot_op[op->args[0]];
 			continue;
 		case BTRFS_IOC_UT_OP_OPEN:
 			slot_op[op->args[3]] = (int)i;
+			if (po->create) {
+				if (!(w = name_of_op(nm, nnm, i)))
+					return -ESTALE;
+				if ((fd = stage_file(d, w)) < 0)
+					return fd;
+				F->fd[i] = fd;
+				F->flags[i] = O_WRONLY;
+				F->own[i] = 1;
+				ino[i] = w->ino;
+				if ((op->args[1] & O_ACCMODE) != O_RDONLY)
+					last = (long)i;
+				continue;
+			}
 			if ((op->args[1] & O_ACCMODE) == O_RDONLY)
 				continue; /* changes nothing */
 			flags = O_WRONLY;
@@ -622,7 +795,7 @@ static int conflicts_read(struct fstx_domain *d, const uint64_t *set, size_t n)
 		for (uint32_t k = 0; k < h.nent; k++) {
 			if (end - p < sizeof(e) || fx_w_read_all(d->wal, &e, sizeof(e), p) < 0)
 				return -EUCLEAN;
-			if (ent_in(&e, set, n))
+			if (W_IS_NAME(e.kind) || ent_in(&e, set, n))
 				return 1;
 			if ((p = fx_w_ent_next(p, end, &e)) > end)
 				return -EUCLEAN;
@@ -679,7 +852,7 @@ static int conflicts_mem(struct fstx_domain *d, const uint64_t *set, size_t n)
 			if (end - p < sizeof(e))
 				return -EUCLEAN;
 			memcpy(&e, b + (p - a), sizeof(e));
-			if (ent_in(&e, set, n))
+			if (W_IS_NAME(e.kind) || ent_in(&e, set, n))
 				return 1;
 			if ((p = fx_w_ent_next(p, end, &e)) > end)
 				return -EUCLEAN;
@@ -688,7 +861,8 @@ static int conflicts_mem(struct fstx_domain *d, const uint64_t *set, size_t n)
 	return 0;
 }
 
-/* Does an open record change an inode of set?  1, 0, -errno (W4). */
+/* Does an open record change an inode of set, or make a name?  1, 0,
+ * -errno (W4). */
 static int wal_conflicts(struct fstx_domain *d, const uint64_t *set, size_t n)
 {
 	if (d->wal_applied >= d->wal_end)
@@ -718,13 +892,14 @@ static void assert_inodes(struct fstx_domain *d, const struct plan *P,
  * (its offset in *at), or -errno with nothing appended.
  */
 static int append(struct fstx_domain *d, const struct plan *P,
-		  const int *tgt, const uint64_t *ino, uint64_t *at, int lazy_rec)
+		  const int *tgt, const uint64_t *ino, const struct wname *nm,
+		  size_t nnm, uint64_t *at, int lazy_rec)
 {
 	uint64_t end = 0;
 	int r;
 
 	*at = d->wal_end;
-	if ((r = fx_w_write_record(d, P, tgt, ino, &end)) < 0 ||
+	if ((r = fx_w_write_record(d, P, tgt, ino, nm, nnm, &end)) < 0 ||
 	    (r = fx_w_grow(d, end)) < 0)
 		goto undo;
 	uint64_t lazy = d->wal_lazy;
@@ -818,23 +993,28 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	int *slot_op = fx_calloc(ut->num_fds ? ut->num_fds : 1, sizeof(int));
 	int *tgt = fx_calloc(n, sizeof(int)); /* pwrite: index of its open */
 	uint64_t *ino = fx_calloc(n, sizeof(uint64_t)), at, salt, rec_end;
+	struct wname *nm = fx_calloc(P->nsteps / 2 + 1, sizeof(*nm));
+	size_t nnm = 0;
 	int rs = 0, appended = 0;
 	long r;
 	size_t i;
 
 	d->wal_owed = 0;
 	r = -ENOMEM;
-	if (!fds || !F.own || !slot_op || !tgt || !ino)
+	if (!fds || !F.own || !slot_op || !tgt || !ino || !nm)
 		goto out;
 	for (i = 0; i < n; i++)
 		fds[i] = -1;
+	if (!d->wal_salt && (r = wal_reset(d, 0)) < 0)
+		goto out;
+	nnm = names_of(d, P, nm);
+	if (nnm)
+		d->lazy = 0; /* W10: names are never queued */
 	/* Anything unexpected before the commit point: decline (undo way). */
-	if (open_targets(d, P, &F, ino, slot_op, tgt) < 0) {
+	if (open_targets(d, P, &F, ino, slot_op, tgt, nm, nnm) < 0) {
 		r = 1;
 		goto out;
 	}
-	if (!d->wal_salt && (r = wal_reset(d, 0)) < 0)
-		goto out;
 	assert_inodes(d, P, ino);
 	/*
 	 * W4, W10: open lazy records are flushed before anything but a lazy
@@ -853,7 +1033,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 			r = 2; /* the tree moved on: plan again */
 		goto out;
 	}
-	if (!fx_w_rec_entries(P, tgt, ino)) {
+	if (!fx_w_rec_entries(P, tgt, ino, nnm)) {
 		/* reads and compare ops only (their inodes helped above):
 		 * nothing to log, no barrier */
 		results(ut, P, res);
@@ -862,7 +1042,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	}
 	if (d->nosync)
 		d->wal_busy = 1; /* W7: applied at once, under the lock */
-	if ((r = append(d, P, tgt, ino, &at, d->lazy)) < 0) {
+	if ((r = append(d, P, tgt, ino, nm, nnm, &at, d->lazy)) < 0) {
 		d->wal_busy = 0;
 		goto out;
 	}
@@ -921,7 +1101,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 			goto out;
 		}
 	}
-	if ((r = fx_w_apply_all(d, ut, P, res, fds, tgt)) < 0)
+	if ((r = fx_w_apply_all(d, ut, P, res, fds, tgt, nm, nnm)) < 0)
 		goto out; /* busy stays: the next lock holder applies it */
 	/* the first open record: APPLIED moves past it, no state word needed */
 	int first = at == d->wal_applied, full = d->wal_end - W_START > fx_wal_max;
@@ -943,8 +1123,11 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 out:
 	if (r < 0 && appended)
 		d->wal_owed = 1; /* fx_wal_owed() */
+	if (!appended && nm)
+		unstage(d, nm, nnm); /* declined, planning again, or failed */
 	if (fds && F.own)
 		close_targets(d, &F, ino, n);
+	free(nm);
 	free(fds);
 	free(F.own);
 	free(slot_op);

@@ -38,13 +38,26 @@ static int64_t apply_op(const struct plan *P, size_t i, const int *fds,
 	}
 }
 
-/* Apply the ops in place (W4); ops' results from res.  0 or -errno. */
+/* Apply the record's names, then its ops in place (W4); ops' results
+ * from res.  0 or -errno. */
 long fx_w_apply_all(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		    const struct plan *P, const int64_t *res, const int *fds,
-		    const int *tgt)
+		    const int *tgt, const struct wname *nm, size_t nnm)
 {
 	struct btrfs_ioctl_usertrans_op *ops = (void *)(intptr_t)ut->ops_ptr;
 
+	for (size_t k = 0; k < nnm; k++) {
+		int r = fx_w_name_apply(d, nm[k].kind, nm[k].path, nm[k].stage,
+					nm[k].ino, nm[k].mode);
+
+		if (r < 0) {
+			ops[nm[k].op].rval = r;
+			ut->ops_completed = nm[k].op;
+			d->failed_op = (long)nm[k].op;
+			d->latched = r;
+			return r;
+		}
+	}
 	for (size_t i = 0; i < P->nops; i++) {
 		int64_t got = apply_op(P, i, fds, tgt);
 
@@ -301,6 +314,9 @@ static int apply_ent(struct fstx_domain *d, struct hpass *H,
 		return -EUCLEAN; /* the log changed under the lock */
 	if (H->e[in->i].skip)
 		return 0;
+	if (W_IS_NAME(e->kind))
+		return fx_w_name_apply(d, e->kind, in->path, in->name, e->ino,
+				       (uint32_t)e->a);
 	if ((fd = help_fd(d, H, in->path, e->ino)) < 0)
 		return fd;
 	if (e->kind == W_PWRITE)

@@ -35,8 +35,11 @@
 
 #define ARGP(op, i) ((const char *)(intptr_t)(op)->args[i])
 
-/* Entry kinds (byte layout: wal_rec.c). */
-enum { W_PWRITE = 1, W_TRUNC = 2, W_SETX = 3 };
+/* Entry kinds (byte layout: wal_rec.c).  The name entries of a record
+ * (W_MKDIR, W_NEWF) come before its other entries. */
+enum { W_PWRITE = 1, W_TRUNC = 2, W_SETX = 3, W_MKDIR = 4, W_NEWF = 5 };
+#define W_IS_NAME(k) ((k) == W_MKDIR || (k) == W_NEWF)
+#define W_WNEW FX_META "/wnew/" /* staging of new files (W2) */
 
 /* A record's header (wal_rec.c). */
 struct wrec {
@@ -73,6 +76,15 @@ static inline uint64_t rec_next(uint64_t off, const struct wrec *h)
 
 struct fx_syncset;
 
+/* A name entry of the record being written (wal.c names_of()). */
+struct wname {
+	uint32_t kind, mode;    /* W_MKDIR or W_NEWF; the mode asked for */
+	const char *path;       /* the new name, canonical */
+	char stage[64];         /* W_NEWF: the staged file, W_WNEW... */
+	uint64_t ino;           /* W_NEWF: its inode */
+	size_t op;              /* the op that creates it */
+};
+
 /* One entry of a record read from the log (fx_w_rec_walk()). */
 struct wvisit {
 	int (*fn)(struct fstx_domain *d, const struct went *e, const char *path,
@@ -103,9 +115,17 @@ int fx_w_rec_walk(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 int fx_w_rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 		    unsigned char *buf);
 /* The number of entries a record of P would hold (0: nothing to log). */
-size_t fx_w_rec_entries(const struct plan *P, const int *tgt, const uint64_t *ino);
+size_t fx_w_rec_entries(const struct plan *P, const int *tgt, const uint64_t *ino,
+			size_t nnm);
 int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
-		      const int *tgt, const uint64_t *ino, uint64_t *end);
+		      const int *tgt, const uint64_t *ino, const struct wname *nm,
+		      size_t nnm, uint64_t *end);
+/* Make a name entry's new name hold its object (W5); 0 or -errno. */
+int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
+		    const char *stage, uint64_t ino, uint32_t mode);
+/* The inode a record's entry of inode ino finds now (d->wal_remap). */
+uint64_t fx_w_ino(const struct fstx_domain *d, uint64_t ino);
+void fx_w_remap_clear(struct fstx_domain *d);
 int fx_w_rec_unwrite(struct fstx_domain *d, uint64_t off);
 int fx_w_grow(struct fstx_domain *d, uint64_t end);
 
@@ -129,7 +149,7 @@ int fx_w_help(struct fstx_domain *d);
 int fx_w_advance(struct fstx_domain *d);
 long fx_w_apply_all(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		    const struct plan *P, const int64_t *res, const int *fds,
-		    const int *tgt);
+		    const int *tgt, const struct wname *nm, size_t nnm);
 
 /* ---- wal_group.c: group commit ---------------------------------------- */
 int fx_w_group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end);

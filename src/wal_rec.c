@@ -24,13 +24,19 @@
  *    32 the payload: the entries, each 8-byte aligned
  *
  * An entry (struct went, 40 bytes, then its names and data):
- *     0 u32 kind: 1 pwrite, 2 truncate, 3 setxattr
- *     4 u32 path length     8 u64 inode number the file must have
- *    16 u64 a: pwrite offset, truncate size, setxattr 0
- *    24 u64 b: pwrite length, truncate 0, setxattr value length
- *    32 u32 xattr name length (setxattr only)   36 u32 0
- *    40 the canonical path (no NUL), the xattr name (no NUL), b bytes of
- *       data (none for a truncate), zeros to the next multiple of 8
+ *     0 u32 kind: 1 pwrite, 2 truncate, 3 setxattr, 4 mkdir, 5 new file
+ *     4 u32 path length     8 u64 inode number the file must have (mkdir 0)
+ *    16 u64 a: pwrite offset, truncate size, setxattr 0, mode (4, 5)
+ *    24 u64 b: pwrite length, truncate 0, setxattr value length, 0 (4, 5)
+ *    32 u32 name length: the xattr name (setxattr), the staged file
+ *       (new file: .fstx/wnew/NAME), else 0        36 u32 0
+ *    40 the canonical path (no NUL), the name (no NUL), b bytes of data
+ *       (none for a truncate), zeros to the next multiple of 8
+ *
+ * Name entries (mkdir, new file) come first in a record, in the order the
+ * transaction made the names; its other entries follow, in op order.  A
+ * new file's entries name it by its path and the inode of its staged file
+ * (fx_w_name_apply(): what replay does when that inode is gone).
  */
 #define _GNU_SOURCE
 #include "wal_int.h"
@@ -191,7 +197,7 @@ int fx_w_entry_fd(struct fstx_domain *d, const char *path, uint64_t ino)
 	if (fd < 0)
 		return fd;
 	r = fx_os.fstat(fd, &st);
-	if (r == 0 && (uint64_t)st.st_ino != ino)
+	if (r == 0 && (uint64_t)st.st_ino != fx_w_ino(d, ino))
 		r = -ESTALE;
 	if (r < 0) {
 		fx_os.close(fd);
@@ -200,12 +206,152 @@ int fx_w_entry_fd(struct fstx_domain *d, const char *path, uint64_t ino)
 	return fd;
 }
 
+/* ---- new names (W5) ---------------------------------------------------- */
+
+uint64_t fx_w_ino(const struct fstx_domain *d, uint64_t ino)
+{
+	for (size_t i = 0; i < d->wal_nremap; i++)
+		if (d->wal_remap[i].from == ino)
+			return d->wal_remap[i].to;
+	return ino;
+}
+
+void fx_w_remap_clear(struct fstx_domain *d)
+{
+	free(d->wal_remap);
+	d->wal_remap = NULL;
+	d->wal_nremap = 0;
+}
+
+static int remap(struct fstx_domain *d, uint64_t from, uint64_t to)
+{
+	struct fx_remap *m;
+
+	if (fx_w_ino(d, from) == to)
+		return 0;
+	for (size_t i = 0; i < d->wal_nremap; i++)
+		if (d->wal_remap[i].from == from) {
+			d->wal_remap[i].to = to;
+			return 0;
+		}
+	m = fx_realloc(d->wal_remap, (d->wal_nremap + 1) * sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	d->wal_remap = m;
+	m[d->wal_nremap++] = (struct fx_remap){ .from = from, .to = to };
+	return 0;
+}
+
+static int link_at(struct fstx_domain *d, const char *src, const char *dst)
+{
+	const char *sn, *dn;
+	int sfd = fx_parent(d, src, &sn), dfd, r;
+
+	if (sfd < 0)
+		return sfd;
+	if ((dfd = fx_parent(d, dst, &dn)) < 0) {
+		fx_os.close(sfd);
+		return dfd;
+	}
+	r = fx_os.linkat(sfd, sn, dfd, dn, 0);
+	fx_os.close(sfd);
+	fx_os.close(dfd);
+	return r;
+}
+
+static int mkdir_at(struct fstx_domain *d, const char *path, uint32_t mode)
+{
+	const char *n;
+	int dfd = fx_parent(d, path, &n), r;
+
+	if (dfd < 0)
+		return dfd;
+	r = fx_os.mkdirat(dfd, n, mode);
+	fx_os.close(dfd);
+	return r;
+}
+
+/*
+ * A new file's staged file is gone (power loss took its name before it
+ * was durable): make it again, empty; the record's other entries give it
+ * its data.  Its inode number is another: the staged name keeps a link
+ * to it (no rename) while the log holds the record, so that a replay
+ * after this one knows the file at the new name for the record's own.
+ */
+static int restage(struct fstx_domain *d, const char *stage, uint64_t ino,
+		   uint32_t mode, const char *path)
+{
+	struct stat st;
+	int fd = fx_open(d, stage, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode), r;
+
+	if (fd < 0)
+		return fd;
+	r = fx_os.fstat(fd, &st);
+	fx_os.close(fd);
+	if (r == 0)
+		r = remap(d, ino, (uint64_t)st.st_ino);
+	return r < 0 ? r : link_at(d, stage, path);
+}
+
+/*
+ * Make the new name of a name entry hold its object, whatever part of the
+ * record is already done or durable (W5).  A directory is known by its
+ * name and kind: the log makes directories only at names that no object
+ * held, and no record moves or removes a name.  A new file is known by
+ * its inode: the staged file's, or the one its staged name links to.
+ */
+int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
+		    const char *stage, uint64_t ino, uint32_t mode)
+{
+	struct stat st, sst;
+	int r = fx_lstat(d, path, &st), rs;
+
+	if (kind == W_MKDIR) {
+		if (r == 0)
+			return S_ISDIR(st.st_mode) ? 0 : -ESTALE;
+		return r == -ENOENT ? mkdir_at(d, path, mode) : r;
+	}
+	if (r < 0 && r != -ENOENT)
+		return r;
+	rs = fx_lstat(d, stage, &sst);
+	if (rs < 0 && rs != -ENOENT)
+		return rs;
+	if (rs == 0 && !S_ISREG(sst.st_mode))
+		return -EUCLEAN;
+	if (r == 0) {
+		if ((uint64_t)st.st_ino == fx_w_ino(d, ino))
+			return 0;
+		if (rs == 0 && sst.st_ino == st.st_ino) /* made again before */
+			return remap(d, ino, (uint64_t)st.st_ino);
+		return -ESTALE; /* another object took the name */
+	}
+	if (rs == -ENOENT)
+		return restage(d, stage, ino, mode, path);
+	if ((uint64_t)sst.st_ino == ino)
+		return fx_move(d, stage, path, NULL);
+	if ((r = remap(d, ino, (uint64_t)sst.st_ino)) < 0)
+		return r;
+	return link_at(d, stage, path);
+}
+
 /* A path the log may name: relative, no NUL, not into .fstx/. */
 static int path_ok(const char *p, uint32_t len)
 {
 	if (!len || len >= PATH_MAX || memchr(p, 0, len) || p[0] == '/')
 		return 0;
 	return !(len >= 5 && !memcmp(p, FX_META, 5) && (len == 5 || p[5] == '/'));
+}
+
+/* A name entry's staged file: W_WNEW and one more component (W_NEWF), or
+ * none (W_MKDIR). */
+static int stage_ok(uint32_t kind, const char *name, uint32_t len)
+{
+	size_t w = sizeof(W_WNEW) - 1;
+
+	if (kind == W_MKDIR)
+		return len == 0;
+	return len > w && !memcmp(name, W_WNEW, w) && !strchr(name + w, '/') &&
+	       strcmp(name + w, ".") && strcmp(name + w, "..");
 }
 
 static int copy_in(struct fstx_domain *d, int fd, uint64_t src, uint64_t len,
@@ -237,6 +383,9 @@ static int entry_check(const struct went *e, const char *path, const char *name,
 	if (!path_ok(path, e->plen) || memchr(name, 0, e->nlen) ||
 	    strlen(path) != e->plen)
 		return -EUCLEAN;
+	if (W_IS_NAME(e->kind))
+		return e->b || e->a > 07777 || !stage_ok(e->kind, name, e->nlen) ?
+		       -EUCLEAN : 0;
 	if (e->kind == W_TRUNC ? e->b != 0 : room < e->b)
 		return -EUCLEAN;
 	if (e->kind == W_SETX ? (e->b > FSTX_MAX_XATTR || !e->nlen) : e->nlen)
@@ -349,9 +498,11 @@ static int replay_entry(struct fstx_domain *d, const struct went *e,
 			const char *path, const char *name, uint64_t data,
 			struct wvisit *v)
 {
-	int fd = visit_fd(d, e, path, v), r;
+	int fd, r;
 
-	if (fd < 0)
+	if (W_IS_NAME(e->kind))
+		return fx_w_name_apply(d, e->kind, path, name, e->ino, (uint32_t)e->a);
+	if ((fd = visit_fd(d, e, path, v)) < 0)
 		return fd;
 	switch (e->kind) {
 	case W_PWRITE:
@@ -477,20 +628,30 @@ static uint64_t entry_size(const struct went *e)
  * Write the record at d->wal_end (W2, W3); its end in *end.  A record that
  * fits the buffer goes in one write, its header first in it.
  */
-size_t fx_w_rec_entries(const struct plan *P, const int *tgt, const uint64_t *ino)
+size_t fx_w_rec_entries(const struct plan *P, const int *tgt, const uint64_t *ino,
+			size_t nnm)
 {
 	const char *path;
 	const void *data;
 	struct went e;
-	size_t n = 0;
+	size_t n = nnm;
 
 	for (size_t i = 0; i < P->nops; i++)
 		n += entry_of(P, i, tgt, ino, &e, &path, &data) != 0;
 	return n;
 }
 
+/* The entry of name entry nm. */
+static void name_entry(const struct wname *nm, struct went *e)
+{
+	*e = (struct went){ .kind = nm->kind, .plen = (uint32_t)strlen(nm->path),
+			    .ino = nm->ino, .a = nm->mode,
+			    .nlen = nm->kind == W_NEWF ? (uint32_t)strlen(nm->stage) : 0 };
+}
+
 int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
-		      const int *tgt, const uint64_t *ino, uint64_t *end)
+		      const int *tgt, const uint64_t *ino, const struct wname *nm,
+		      size_t nnm, uint64_t *end)
 {
 	struct wrec h = { .magic = W_REC_MAGIC, .salt = d->wal_salt };
 	struct wbuf w = { .fd = d->wal, .off = d->wal_end };
@@ -499,6 +660,11 @@ int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
 	const void *data;
 	int r, one;
 
+	for (size_t k = 0; k < nnm; k++) {
+		name_entry(&nm[k], &e);
+		h.nent++;
+		h.len += entry_size(&e);
+	}
 	for (size_t i = 0; i < P->nops; i++)
 		if (entry_of(P, i, tgt, ino, &e, &path, &data)) {
 			h.nent++;
@@ -510,6 +676,13 @@ int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
 	w.buf = d->wbuf;
 	memset(w.buf, 0, sizeof(h)); /* the header's place; not in the CRC */
 	w.used = sizeof(h);
+	for (size_t k = 0; k < nnm && !w.err; k++) {
+		name_entry(&nm[k], &e);
+		wb_put(&w, &e, sizeof(e));
+		wb_put(&w, nm[k].path, e.plen);
+		wb_put(&w, nm[k].stage, e.nlen);
+		wb_pad(&w);
+	}
 	for (size_t i = 0; i < P->nops && !w.err; i++) {
 		if (!entry_of(P, i, tgt, ino, &e, &path, &data))
 			continue;

@@ -20,6 +20,7 @@
  *    a record naming another inode is refused; nothing outside changes.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -31,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <sys/vfs.h>
 #include <linux/magic.h>
 #include <sys/wait.h>
@@ -824,6 +826,145 @@ static void reboot_replays_all(void **state)
 	for (int k = 0; k <= NSEQ; k++)
 		free(st[k]);
 	t_drop(d);
+}
+
+/* ---- new names through the log (W1, W2, W5) ------------------------------- */
+
+/* An object put: a new directory, a new file with data and an xattr, an
+ * existing file overwritten in place. */
+static const char putx[] =
+	"mkdir objs 0755\nopen 0 objs/o1 O_WRONLY|O_CREAT|O_EXCL 0640\n"
+	"pwrite 0 \"object one\" 0\nclose 0\nsetxattr objs/o1 user.v \"x1\"\n"
+	"open 1 a O_WRONLY\npwrite 1 \"idx\" 0\n";
+
+/* Entries of .fstx/wnew/ (the log's staged files). */
+static int wnew_count(const char *d)
+{
+	char *p;
+	int n = 0;
+	DIR *dir;
+	struct dirent *e;
+
+	assert_true(asprintf(&p, "%s/.fstx/wnew", d) > 0);
+	dir = opendir(p);
+	free(p);
+	assert_non_null(dir);
+	while ((e = readdir(dir)))
+		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	closedir(dir);
+	return n;
+}
+
+/* The state putx leaves, taken the undo way (fx_wal_auto 0). */
+static char *putx_after(void)
+{
+	char *d = t_fresh(), *snap;
+
+	fx_wal_auto = 0;
+	assert_int_equal(tx_text(d, putx, NULL), 0);
+	fx_wal_auto = 1;
+	assert_true(wal_end_dir(d) <= 1024); /* no record */
+	snap = t_snapshot(d);
+	t_drop(d);
+	return snap;
+}
+
+/*
+ * New names ride the log: one fdatasync, no fsync, the same tree as the
+ * undo way; the staged file is gone once applied; the checkpoint fsyncs
+ * the new file, its directory and their parents.
+ */
+static void names_one_barrier(void **state)
+{
+	char *d = t_fresh(), *want = putx_after(), *got;
+
+	(void)state;
+	assert_true(domain_recover(d) >= 0); /* .fstx/ made (and fsynced) */
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(tx_text(d, putx, NULL), 0);
+	fo_remove();
+	assert_int_equal(fo.barriers, 1);
+	assert_int_equal(fo.fdatasyncs, 1);
+	assert_true(wal_end_dir(d) > 1024);
+	assert_int_equal(wnew_count(d), 0);
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	fo_install(FO_COUNT, 0, 0);
+	assert_true(domain_recover(d) >= 0);
+	fo_remove();
+	assert_int_equal(fo.syncfses, 0);
+	assert_true(fo.fsyncs >= 4); /* objs/o1, objs, the root, a */
+	assert_int_equal(wal_end_dir(d), 1024);
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	free(want);
+	t_drop(d);
+}
+
+static void unlink_rel(const char *d, const char *rel, int dir)
+{
+	char *p;
+
+	assert_true(asprintf(&p, "%s/%s", d, rel) > 0);
+	assert_int_equal(dir ? rmdir(p) : unlink(p), 0);
+	free(p);
+}
+
+/*
+ * After another boot every record is replayed over whatever power loss
+ * kept: the new names and the staged file lost (made again from the
+ * record, under another inode number), or the file's data and xattr
+ * lost; a second recovery changes nothing.  A file of another inode at
+ * the new name is refused, and nothing changes.
+ */
+static void names_replay_lost(void **state)
+{
+	char *want = putx_after();
+
+	(void)state;
+	for (int c = 0; c < 3; c++) {
+		char *d = t_fresh(), *before, *got;
+
+		assert_int_equal(tx_text(d, putx, NULL), 0);
+		if (c == 0) { /* nothing of the names durable */
+			unlink_rel(d, "objs/o1", 0);
+			unlink_rel(d, "objs", 1);
+		} else if (c == 1) { /* the names, not the data */
+			char *p;
+
+			assert_true(asprintf(&p, "%s/objs/o1", d) > 0);
+			assert_int_equal(truncate(p, 0), 0);
+			assert_int_equal(removexattr(p, "user.v"), 0);
+			free(p);
+		} else { /* another file took the name */
+			unlink_rel(d, "objs/o1", 0);
+			t_write(d, "objs/o1", "other", 5);
+		}
+		before = t_snapshot(d);
+		fx_os.boot_id = other_boot;
+		if (c == 2) {
+			assert_int_equal(domain_recover(d), -ESTALE);
+			fx_os = fx_os_libc;
+			got = t_snapshot(d);
+			assert_string_equal(got, before);
+		} else {
+			assert_true(domain_recover(d) >= 0);
+			got = t_snapshot(d);
+			assert_string_equal(got, want);
+			free(got);
+			assert_true(domain_recover(d) >= 0); /* again: the same */
+			fx_os = fx_os_libc;
+			got = t_snapshot(d);
+			assert_string_equal(got, want);
+			assert_int_equal(wnew_count(d), 0);
+		}
+		free(got);
+		free(before);
+		t_drop(d);
+	}
+	free(want);
 }
 
 /*
@@ -1812,6 +1953,8 @@ int main(void)
 		cmocka_unit_test(deferred_hint),
 		cmocka_unit_test(apply_fails),
 		cmocka_unit_test(reboot_replays_all),
+		cmocka_unit_test(names_one_barrier),
+		cmocka_unit_test(names_replay_lost),
 		cmocka_unit_test(remount_replays_all),
 		cmocka_unit_test(mount_id_missing),
 		cmocka_unit_test(damaged),
