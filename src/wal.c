@@ -414,9 +414,14 @@ int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes)
 	return r < 0 ? r : 0;
 }
 
-/* A new name: the object at it and the directory holding it (W6). */
-static int sync_name(struct fstx_domain *d, const char *path,
-		     struct fx_syncset *ss)
+/*
+ * A new name: the directory holding it, and a new directory itself (W6).
+ * A new file's data, size and xattrs are entries of their own, which
+ * fsync it; the fsync of its directory makes its name and its (empty)
+ * inode durable.
+ */
+static int sync_name(struct fstx_domain *d, const struct went *e,
+		     const char *path, struct fx_syncset *ss)
 {
 	const char *n;
 	int dfd = fx_parent(d, path, &n), fd;
@@ -424,7 +429,8 @@ static int sync_name(struct fstx_domain *d, const char *path,
 	if (dfd < 0)
 		return dfd == -ENOENT ? 0 : dfd;
 	fx_ss_dir(ss, dfd);
-	fd = fx_os.openat2(dfd, n, O_RDONLY | O_NONBLOCK | O_NOFOLLOW, 0, FX_RESOLVE);
+	fd = e->kind != W_MKDIR ? -ENOENT :
+	     fx_os.openat2(dfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, FX_RESOLVE);
 	fx_os.close(dfd);
 	if (fd == -ENOENT)
 		return 0;
@@ -444,7 +450,7 @@ static int sync_entry(struct fstx_domain *d, const struct went *e,
 	(void)name;
 	(void)data;
 	if (W_IS_NAME(e->kind))
-		return sync_name(d, path, v->ss);
+		return sync_name(d, e, path, v->ss);
 	if (fx_ss_has(v->ss, fx_w_ino(d, e->ino)))
 		return 0;
 	/* read-only is enough to fsync, and works on a file made read-only

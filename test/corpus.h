@@ -82,6 +82,17 @@ static const char *const corpus[] = {
 	 * corpus_load() makes), then a link switched to the imported tree */
 	"copy-in \"@SRC@/one\" d/one\nimport \"@SRC@/src\" imp\n"
 	"symlink imp ln replace\nreplace imp/x \"ex2\"\n",
+	/* 13: an object put: new directory, new file with data past a hole
+	 * and an xattr, an index overwritten in place (the log's names) */
+	"mkdir objs 0750\nopen 0 objs/o1 O_WRONLY|O_CREAT|O_EXCL 0640\n"
+	"pwrite 0 \"object one\" 0\npwrite 0 \"!\" 100\nclose 0\n"
+	"setxattr objs/o1 user.v \"x1\"\nopen 1 a O_WRONLY\npwrite 1 \"idx\" 0\n",
+	/* 14: new files in new nested directories and in an old one: O_TRUNC,
+	 * truncate through the path, an empty one, a write past the end */
+	"mkdir p\nmkdir p/q 0700\nopen 0 p/q/f1 O_WRONLY|O_CREAT|O_TRUNC\n"
+	"pwrite 0 \"one\" 0\ntruncate p/q/f1 2\nopen 1 p/f2 O_RDWR|O_CREAT 0600\n"
+	"pwrite 1 \"two\" 4\nopen 2 d/n4 O_WRONLY|O_CREAT|O_EXCL\nclose 2\n"
+	"setxattr p/f2 user.w \"2\"\n",
 };
 
 #define NFIXED (sizeof(corpus) / sizeof(corpus[0]))
