@@ -129,16 +129,20 @@ extern "C" {
 #define FSTX_UT_NOSYNC (1ULL << 17)
 /*
  * Write-ahead durability: the default; the flag is accepted and changes
- * nothing.  A transaction that only
- * overwrites existing files in place (open without creating or O_APPEND;
- * pwrite; truncate, also by O_TRUNC; setxattr of a user.* xattr of at most 1 KiB
- * with flags 0; compare ops) and whose every op is predicted to succeed is
- * committed by one record in DIR/.fstx/wal and one fdatasync of it (the
- * commit point), then applied in place; a later checkpoint (one fsync of
- * each file the log names, then a new log header) makes the changes
- * durable in place and empties the log.  Any other transaction
- * (a name change, a file created, more than 1 MiB of data) runs the undo
- * way.  Same promises as a durable
+ * nothing.  A transaction whose only name changes are new files (open with
+ * O_CREAT of an absent name) and new directories (mkdir), whose other
+ * changes are pwrites into existing or new files (no O_APPEND), truncates
+ * (also by O_TRUNC) and setxattr of user.* xattrs of at most 1 KiB with
+ * flags 0 (compare ops allowed), with at most 1 MiB of data and every op
+ * predicted to succeed, is committed by one record in DIR/.fstx/wal and
+ * one fdatasync of it (the commit point, however many files it creates),
+ * then applied in place (a new file is made in DIR/.fstx/wnew/ before the
+ * record and renamed to its name after the barrier); a later checkpoint
+ * (one fsync of each file the log names, of each directory holding a new
+ * name and of each new directory, then a new log header) makes the
+ * changes durable in place and empties the log.  Any other transaction
+ * (a rename, unlink, rmdir, link, symlink, removexattr or clonerange,
+ * more than 1 MiB of data) runs the undo way.  Same promises as a durable
  * transaction, with one difference: should an in-place change fail after
  * the commit point (EIO, ENOSPC), commit returns that -errno, the handle
  * latches it, and the transaction stays committed: the next transaction
@@ -149,16 +153,19 @@ extern "C" {
 /*
  * Lazy durability (transaction flag; implies FSTX_UT_WAL, not allowed with
  * FSTX_UT_NOSYNC): all or nothing across kill -9 and power loss, but not
- * yet durable on return.  A transaction the log can take is committed by
- * appending its record, with no barrier, and is applied in place later, by
- * a flush: one fdatasync of the log, then every queued record in log order
- * (a change a later one overwrites whole is skipped).  A flush runs when
+ * yet durable on return.  A transaction the log can take that makes no
+ * name is committed by appending its record, with no barrier, and is
+ * applied in place later, by a flush: one fdatasync of the log, then every
+ * queued record in log order (a change a later one overwrites whole is
+ * skipped).  A flush runs when
  * the queued records pass 4 MiB, before a reader (fstx_read_begin(),
  * fstx_read()), before any other kind of transaction, in fstx_sync(), and
  * in fstx_domain_close().  Until then the files hold the old contents for
  * anyone reading them directly; power loss may lose queued transactions,
  * always whole and in commit order (a prefix of them survives).
- * Transactions the log cannot take run the durable undo way.
+ * One that creates files or directories commits as a durable write-ahead
+ * transaction (names are never queued); transactions the log cannot take
+ * run the durable undo way.
  */
 #define FSTX_UT_LAZY (1ULL << 19)
 /*
