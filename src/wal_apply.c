@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -38,6 +39,67 @@ static int64_t apply_op(const struct plan *P, size_t i, const int *fds,
 	}
 }
 
+/*
+ * The directories a writer's names go into, kept open across its names
+ * (most land in one directory): .fstx/wnew/ and the last parent.
+ */
+struct ndirs {
+	int wnew, par;
+	char pdir[PATH_MAX]; /* the parent par is, "" for the root */
+};
+
+static void ndirs_close(struct ndirs *D)
+{
+	if (D->wnew >= 0)
+		fx_os.close(D->wnew);
+	if (D->par >= 0)
+		fx_os.close(D->par);
+}
+
+/* The parent of path, from the cache; its last component in *name. */
+static int ndirs_parent(struct fstx_domain *d, struct ndirs *D, const char *path,
+			const char **name)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+
+	*name = slash ? slash + 1 : path;
+	if (D->par >= 0 && strlen(D->pdir) == n && !memcmp(D->pdir, path, n))
+		return D->par;
+	if (D->par >= 0)
+		fx_os.close(D->par);
+	D->par = fx_parent(d, path, name);
+	if (D->par >= 0) {
+		memcpy(D->pdir, path, n);
+		D->pdir[n] = 0;
+	}
+	return D->par;
+}
+
+/*
+ * A writer's own name, right after its barrier: the staged file is where
+ * it made it and the name was free when it planned, so one rename (or
+ * mkdir) does it; anything else goes the way of replay (W5).
+ */
+static int name_first(struct fstx_domain *d, struct ndirs *D, const struct wname *w)
+{
+	const char *dn, *sn = w->stage + sizeof(W_WNEW) - 1;
+	int dfd = ndirs_parent(d, D, w->path, &dn), r;
+
+	if (dfd < 0)
+		r = dfd;
+	else if (w->kind == W_MKDIR)
+		r = fx_os.mkdirat(dfd, dn, w->mode);
+	else if (D->wnew < 0 && (D->wnew = fx_os.openat2(d->meta, "wnew", O_PATH | O_DIRECTORY,
+							   0, FX_RESOLVE)) < 0)
+		r = D->wnew;
+	else
+		r = fx_os.renameat2(D->wnew, sn, dfd, dn, RENAME_NOREPLACE);
+	if (r == 0)
+		return 0;
+	return fx_w_name_apply(d, w->kind, w->path, w->stage, w->ino, w->mode);
+}
+
 /* Apply the record's names, then its ops in place (W4); ops' results
  * from res.  0 or -errno. */
 long fx_w_apply_all(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
@@ -45,12 +107,13 @@ long fx_w_apply_all(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		    const int *tgt, const struct wname *nm, size_t nnm)
 {
 	struct btrfs_ioctl_usertrans_op *ops = (void *)(intptr_t)ut->ops_ptr;
+	struct ndirs D = { .wnew = -1, .par = -1 };
 
 	for (size_t k = 0; k < nnm; k++) {
-		int r = fx_w_name_apply(d, nm[k].kind, nm[k].path, nm[k].stage,
-					nm[k].ino, nm[k].mode);
+		int r = name_first(d, &D, &nm[k]);
 
 		if (r < 0) {
+			ndirs_close(&D);
 			ops[nm[k].op].rval = r;
 			ut->ops_completed = nm[k].op;
 			d->failed_op = (long)nm[k].op;
@@ -58,6 +121,7 @@ long fx_w_apply_all(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 			return r;
 		}
 	}
+	ndirs_close(&D);
 	for (size_t i = 0; i < P->nops; i++) {
 		int64_t got = apply_op(P, i, fds, tgt);
 
