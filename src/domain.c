@@ -118,6 +118,9 @@ void fx_domain_fini(struct fstx_domain *d)
 	free(d->wal_remap);
 	d->wal_remap = NULL;
 	d->wal_nremap = 0;
+	free(d->wal_gone);
+	d->wal_gone = NULL;
+	d->wal_ngone = 0;
 	d->win_cap = 0;
 	if (d->walmap)
 		fx_os.unmap((void *)(uintptr_t)d->walmap, FX_WALMAP);

@@ -72,6 +72,9 @@ struct fstx_domain {
 	 * number (W5): record inode -> the one now at its names */
 	struct fx_remap { uint64_t from, to; } *wal_remap;
 	size_t wal_nremap;
+	/* wal_rec.c: inodes the records of a replay remove, and where (W5) */
+	struct fx_remap *wal_gone;
+	size_t wal_ngone;
 	size_t win_cap;
 	struct fx_fsfacts {  /* fsfacts.c: detected once per handle */
 		long magic;          /* statfs f_type */

@@ -484,22 +484,60 @@ static int op_fails(const struct btrfs_ioctl_usertrans_op *op, uint64_t utflags,
  */
 #define WAL_MAX_XATTR 1024
 
-/* W1: the name steps the log takes: pairs of a new file or directory
- * made in staging and moved to a name no object held. */
+/* The kind of step that made new object newid (0: none). */
+static uint32_t made_by(const struct plan *P, int newid)
+{
+	for (size_t k = 0; k < P->nsteps; k++)
+		if (P->steps[k].newid == newid && P->steps[k].kind != FX_ST_MOVE)
+			return P->steps[k].kind;
+	return 0;
+}
+
+static int under_meta(const char *p, const char *area)
+{
+	size_t n = strlen(area);
+
+	return !strncmp(p, area, n) && p[n] == '/';
+}
+
+/*
+ * W1: the name steps the log takes: new files and directories made in
+ * staging and moved to a name no object held (a new file may move on,
+ * by rename, a directory not), and initial objects removed (unlink, or
+ * replaced by a rename): moved to trash.  Nothing else: no link,
+ * symlink, exchange, rmdir, nor a rename of an object of the tree.
+ */
 static int wal_steps_ok(const struct plan *P)
 {
-	if (P->nsteps % 2)
-		return 0;
-	for (size_t k = 0; k < P->nsteps; k += 2) {
-		const struct fx_step *s = &P->steps[k], *m = &P->steps[k + 1];
+	for (size_t k = 0; k < P->nsteps; k++) {
+		const struct fx_step *s = &P->steps[k];
+		uint32_t op = (uint32_t)P->ops[s->op].op;
 
-		if ((s->kind != FX_ST_MKFILE && s->kind != FX_ST_MKDIR) ||
-		    m->kind != FX_ST_MOVE || strcmp(m->src, s->dst) || s->newid <= 0 ||
-		    m->newid != s->newid || s->op != m->op)
+		switch (s->kind) {
+		case FX_ST_MKFILE:
+			if (s->newid <= 0 || op != BTRFS_IOC_UT_OP_OPEN || !P->pops[s->op].create)
+				return 0;
+			break;
+		case FX_ST_MKDIR:
+			if (s->newid <= 0 || op != BTRFS_IOC_UT_OP_MKDIR)
+				return 0;
+			break;
+		case FX_ST_MOVE:
+			if (s->newid > 0) { /* a new object: from staging, or on */
+				uint32_t kind = made_by(P, s->newid);
+
+				if (under_meta(s->dst, FX_META) ||
+				    (kind != FX_ST_MKFILE &&
+				     (kind != FX_ST_MKDIR || !under_meta(s->src, FX_NEW))))
+					return 0;
+			} else if (!s->ino || !under_meta(s->dst, FX_TRASH) ||
+				   (op != BTRFS_IOC_UT_OP_UNLINK && op != FSTX_OP_RENAME)) {
+				return 0;
+			}
+			break;
+		default:
 			return 0;
-		if (s->kind == FX_ST_MKFILE && (P->ops[s->op].op != BTRFS_IOC_UT_OP_OPEN ||
-						!P->pops[s->op].create))
-			return 0;
+		}
 	}
 	return 1;
 }
@@ -550,7 +588,9 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 		case BTRFS_IOC_UT_OP_CLOSE:
 			wr[a[0]] = 0;
 			break;
-		case BTRFS_IOC_UT_OP_MKDIR: /* a new name (wal_steps_ok()) */
+		case BTRFS_IOC_UT_OP_MKDIR: /* names: wal_steps_ok() */
+		case BTRFS_IOC_UT_OP_UNLINK:
+		case FSTX_OP_RENAME:
 			break;
 		default:
 			if (!fx_op_is_assert(op->op))

@@ -334,17 +334,28 @@ static int recover_loaded(struct fstx_domain *d, int fresh, int all)
 	buf = fx_malloc(W_CHUNK);
 	if (!buf)
 		return -ENOMEM;
+	/* the valid records' end first: removals they make (W5) are
+	 * known before any record is replayed */
 	off = W_START;
 	while ((v = fx_w_rec_check(d, off, size, &h, buf)) == 1) {
-		if ((r = fx_w_rec_replay(d, off, &h, buf)) < 0)
-			goto out;
 		off = rec_next(off, &h);
+		if (off > size)
+			off = size;
+	}
+	if ((r = v) < 0 || (r = fx_w_gone_scan(d, W_START, off, 0)) < 0)
+		goto out;
+	for (uint64_t end = off, at = off = W_START; at < end; at = off) {
+		if ((r = fx_w_rec_check(d, at, size, &h, buf)) != 1) {
+			r = r < 0 ? r : -EUCLEAN;
+			goto out;
+		}
+		if ((r = fx_w_rec_replay(d, at, &h, buf)) < 0)
+			goto out;
+		off = rec_next(at, &h);
 		if (off > size)
 			off = size;
 		n++;
 	}
-	if ((r = v) < 0)
-		goto out;
 	d->wal_end = d->wal_applied = off;
 	if ((r = fx_w_hint_write(d)) < 0)
 		goto out;
@@ -354,6 +365,7 @@ static int recover_loaded(struct fstx_domain *d, int fresh, int all)
 		goto out;
 	r = n > 0;
 out:
+	d->wal_ngone = 0;
 	free(buf);
 	return r;
 }
@@ -576,29 +588,82 @@ struct tfds {
 	unsigned char *own;
 };
 
+/* Where name entry w of step k keeps its object: unique in the log
+ * (salt, offset, step). */
+static void stage_name(struct fstx_domain *d, struct wname *w, size_t k)
+{
+	snprintf(w->stage, sizeof(w->stage), W_WNEW "%016llx-%llx-%zu",
+		 (unsigned long long)d->wal_salt, (unsigned long long)d->wal_end, k);
+}
+
+/* The name new object newid has when the transaction ends. */
+static const char *final_name(const struct plan *P, int newid)
+{
+	const char *p = NULL;
+
+	for (size_t k = 0; k < P->nsteps; k++)
+		if (P->steps[k].kind == FX_ST_MOVE && P->steps[k].newid == newid)
+			p = P->steps[k].dst;
+	return p;
+}
+
 /*
- * The name entries of plan P (W1: each a staged creation of a file or a
- * directory, then its move to a name no object held), in step order, into
- * nm (P->nsteps / 2 of them at most); their number.
+ * The name entries of plan P (W1: removals of initial objects, new
+ * directories, new files at their final names), in that order and each
+ * kind in step order, into nm (at most P->nsteps); their number.
  */
 static size_t names_of(struct fstx_domain *d, const struct plan *P,
 		       struct wname *nm)
 {
 	size_t n = 0;
 
-	for (size_t k = 0; k + 1 < P->nsteps; k += 2) {
+	for (size_t k = 0; k < P->nsteps; k++) {
 		const struct fx_step *s = &P->steps[k];
-		struct wname *w = &nm[n++];
 
-		*w = (struct wname){ .kind = s->kind == FX_ST_MKDIR ? W_MKDIR : W_NEWF,
-				     .mode = s->mode, .path = P->steps[k + 1].dst,
-				     .op = s->op };
-		if (w->kind == W_NEWF) /* unique in the log: salt, offset, step */
-			snprintf(w->stage, sizeof(w->stage), W_WNEW "%016llx-%llx-%zu",
-				 (unsigned long long)d->wal_salt,
-				 (unsigned long long)d->wal_end, k);
+		if (s->kind != FX_ST_MOVE || s->newid)
+			continue;
+		nm[n] = (struct wname){ .kind = W_UNLINK, .path = s->src,
+					.ino = s->ino, .op = s->op };
+		stage_name(d, &nm[n++], k);
 	}
+	for (int kind = FX_ST_MKDIR; kind; kind = kind == FX_ST_MKDIR ? FX_ST_MKFILE : 0)
+		for (size_t k = 0; k < P->nsteps; k++) {
+			const struct fx_step *s = &P->steps[k];
+
+			if ((int)s->kind != kind)
+				continue;
+			nm[n] = (struct wname){ .kind = kind == FX_ST_MKDIR ? W_MKDIR : W_NEWF,
+						.mode = s->mode, .op = s->op,
+						.path = final_name(P, s->newid) };
+			if (kind == FX_ST_MKFILE)
+				stage_name(d, &nm[n], k);
+			n++;
+		}
 	return n;
+}
+
+/*
+ * Removals the log does not take (W1): of an inode with another name (a
+ * replay skips the entries of an inode a later record removes, W5: that
+ * is only right when the name was its last), or one the transaction also
+ * writes.  1: take the undo way.
+ */
+static int removal_declined(struct fstx_domain *d, const struct plan *P,
+			    const uint64_t *ino, const struct wname *nm, size_t nnm)
+{
+	for (size_t k = 0; k < nnm; k++) {
+		struct stat st;
+
+		if (nm[k].kind != W_UNLINK)
+			continue;
+		if (fx_lstat(d, nm[k].path, &st) < 0 || (uint64_t)st.st_ino != nm[k].ino ||
+		    S_ISDIR(st.st_mode) || st.st_nlink != 1)
+			return 1;
+		for (size_t i = 0; i < P->nops; i++)
+			if (ino[i] == nm[k].ino)
+				return 1;
+	}
+	return 0;
 }
 
 static int unlink_path(struct fstx_domain *d, const char *path)
@@ -898,14 +963,14 @@ static void assert_inodes(struct fstx_domain *d, const struct plan *P,
  * (its offset in *at), or -errno with nothing appended.
  */
 static int append(struct fstx_domain *d, const struct plan *P,
-		  const int *tgt, const uint64_t *ino, const struct wname *nm,
-		  size_t nnm, uint64_t *at, int lazy_rec)
+		  const int *tgt, const uint64_t *ino, const char *const *fpath,
+		  const struct wname *nm, size_t nnm, uint64_t *at, int lazy_rec)
 {
 	uint64_t end = 0;
 	int r;
 
 	*at = d->wal_end;
-	if ((r = fx_w_write_record(d, P, tgt, ino, nm, nnm, &end)) < 0 ||
+	if ((r = fx_w_write_record(d, P, tgt, ino, fpath, nm, nnm, &end)) < 0 ||
 	    (r = fx_w_grow(d, end)) < 0)
 		goto undo;
 	uint64_t lazy = d->wal_lazy;
@@ -999,7 +1064,9 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	int *slot_op = fx_calloc(ut->num_fds ? ut->num_fds : 1, sizeof(int));
 	int *tgt = fx_calloc(n, sizeof(int)); /* pwrite: index of its open */
 	uint64_t *ino = fx_calloc(n, sizeof(uint64_t)), at, salt, rec_end;
-	struct wname *nm = fx_calloc(P->nsteps / 2 + 1, sizeof(*nm));
+	struct wname *nm = fx_calloc(P->nsteps + 1, sizeof(*nm));
+	const char **fpath = fx_calloc(n, sizeof(*fpath));
+	uint64_t *cset = fx_calloc(n + P->nsteps + 1, sizeof(*cset));
 	size_t nnm = 0;
 	int rs = 0, appended = 0;
 	long r;
@@ -1007,7 +1074,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 
 	d->wal_owed = 0;
 	r = -ENOMEM;
-	if (!fds || !F.own || !slot_op || !tgt || !ino || !nm)
+	if (!fds || !F.own || !slot_op || !tgt || !ino || !nm || !fpath || !cset)
 		goto out;
 	for (i = 0; i < n; i++)
 		fds[i] = -1;
@@ -1017,11 +1084,22 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	if (nnm)
 		d->lazy = 0; /* W10: names are never queued */
 	/* Anything unexpected before the commit point: decline (undo way). */
-	if (open_targets(d, P, &F, ino, slot_op, tgt, nm, nnm) < 0) {
+	if (open_targets(d, P, &F, ino, slot_op, tgt, nm, nnm) < 0 ||
+	    removal_declined(d, P, ino, nm, nnm)) {
 		r = 1;
 		goto out;
 	}
+	for (i = 0; i < P->nops; i++) { /* a new file's entries: its last name */
+		struct wname *w = P->pops[tgt[i]].create ? name_of_op(nm, nnm, (size_t)tgt[i]) : NULL;
+
+		fpath[i] = w ? w->path : NULL;
+	}
 	assert_inodes(d, P, ino);
+	/* W4: the inodes it removes are touched too */
+	for (size_t k = 0; k < nnm; k++)
+		if (nm[k].kind == W_UNLINK)
+			cset[n + k] = nm[k].ino;
+	memcpy(cset, ino, n * sizeof(*ino));
 	/*
 	 * W4, W10: open lazy records are flushed before anything but a lazy
 	 * transaction without compare ops (which reads nothing, so it may
@@ -1033,13 +1111,13 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	else if (d->wal_lazy > d->wal_applied || (d->lazy && d->wal_applied < d->wal_end))
 		r = 1;
 	else
-		r = wal_conflicts(d, ino, n);
+		r = wal_conflicts(d, cset, n + nnm);
 	if (r != 0) {
 		if (r > 0 && (r = fx_w_help(d)) >= 0)
 			r = 2; /* the tree moved on: plan again */
 		goto out;
 	}
-	if (!fx_w_rec_entries(P, tgt, ino, nnm)) {
+	if (!fx_w_rec_entries(P, tgt, ino, fpath, nnm)) {
 		/* reads and compare ops only (their inodes helped above):
 		 * nothing to log, no barrier */
 		results(ut, P, res);
@@ -1048,7 +1126,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	}
 	if (d->nosync)
 		d->wal_busy = 1; /* W7: applied at once, under the lock */
-	if ((r = append(d, P, tgt, ino, nm, nnm, &at, d->lazy)) < 0) {
+	if ((r = append(d, P, tgt, ino, fpath, nm, nnm, &at, d->lazy)) < 0) {
 		d->wal_busy = 0;
 		goto out;
 	}
@@ -1134,6 +1212,8 @@ out:
 	if (fds && F.own)
 		close_targets(d, &F, ino, n);
 	free(nm);
+	free(fpath);
+	free(cset);
 	free(fds);
 	free(F.own);
 	free(slot_op);

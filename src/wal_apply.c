@@ -93,6 +93,8 @@ static int name_first(struct fstx_domain *d, struct ndirs *D, const struct wname
 	else if (D->wnew < 0 && (D->wnew = fx_os.openat2(d->meta, "wnew", O_PATH | O_DIRECTORY,
 							   0, FX_RESOLVE)) < 0)
 		r = D->wnew;
+	else if (w->kind == W_UNLINK) /* kept alive there until the checkpoint */
+		r = fx_os.renameat2(dfd, dn, D->wnew, sn, RENAME_NOREPLACE);
 	else
 		r = fx_os.renameat2(D->wnew, sn, dfd, dn, RENAME_NOREPLACE);
 	if (r == 0)
@@ -174,6 +176,7 @@ struct hent {        /* an entry of a record in the pass */
 	uint64_t ino, a, b;
 	uint32_t kind, skip;
 	char *name;      /* W_SETX */
+	uint64_t off;    /* its record's */
 };
 
 struct hslot {       /* inode -> its later changes (open addressing) */
@@ -256,6 +259,7 @@ static int help_rec(struct fstx_domain *d, struct hpass *H, uint64_t size,
 /* One entry of an open record that fits W_CHUNK: its pass index i. */
 struct hent_in {
 	size_t i;
+	uint64_t off;    /* the record's offset */
 	const struct went *e;
 	const char *path, *name;
 	const unsigned char *data;
@@ -291,6 +295,7 @@ static int help_walk(struct fstx_domain *d, struct hpass *H, uint64_t size,
 			continue;
 		}
 		in.e = &e;
+		in.off = off;
 		for (uint32_t k = 0; k < h.nent; k++, in.i++) {
 			if ((r = fx_w_entry_mem(H->buf, h.len, &p, &e, path, name, &in.data)) < 0 ||
 			    (r = ent(d, H, &in)) < 0)
@@ -304,10 +309,10 @@ static int help_walk(struct fstx_domain *d, struct hpass *H, uint64_t size,
 static int collect_ent(struct fstx_domain *d, struct hpass *H,
 		       const struct hent_in *in)
 {
+	(void)d;
 	const struct went *e = in->e;
 	struct hent *x;
 
-	(void)d;
 	if (H->n == H->cap) {
 		size_t c = H->cap ? 2 * H->cap : 64;
 		struct hent *ne = fx_realloc(H->e, c * sizeof(*ne));
@@ -318,7 +323,8 @@ static int collect_ent(struct fstx_domain *d, struct hpass *H,
 		H->cap = c;
 	}
 	x = &H->e[H->n++];
-	*x = (struct hent){ .ino = e->ino, .a = e->a, .b = e->b, .kind = e->kind };
+	*x = (struct hent){ .ino = e->ino, .a = e->a, .b = e->b, .kind = e->kind,
+			    .off = in->off };
 	if (e->kind == W_SETX && !(x->name = fx_strdup(in->name)))
 		return -ENOMEM;
 	return 0;
@@ -335,8 +341,16 @@ static int help_collect(struct fstx_domain *d, struct hpass *H, uint64_t size)
 		;
 	if (!(H->t = fx_calloc(H->tsize, sizeof(*H->t))))
 		return -ENOMEM;
-	for (size_t i = H->n; i-- > 0;)
-		H->e[i].skip = (uint32_t)hent_later(hslot_of(H, H->e[i].ino), &H->e[i]);
+	for (size_t i = H->n; i-- > 0;) {
+		struct hent *x = &H->e[i];
+
+		/* an inode a later record removes: its changes are moot (W5) */
+		if (x->kind != W_UNLINK && x->kind != W_MKDIR &&
+		    fx_w_gone_later(d, x->ino, x->off))
+			x->skip = 1;
+		else
+			x->skip = (uint32_t)hent_later(hslot_of(H, x->ino), x);
+	}
 	return 0;
 }
 
@@ -433,6 +447,7 @@ int fx_w_help(struct fstx_domain *d)
 		return -ENOMEM;
 	d->wal_busy = 1;
 	if ((r = fx_w_hint_write(d)) < 0 ||
+	    (r = fx_w_gone_scan(d, d->wal_applied, d->wal_end, 1)) < 0 ||
 	    (r = help_collect(d, &H, (uint64_t)st.st_size)) < 0 ||
 	    (r = help_apply(d, &H, (uint64_t)st.st_size)) < 0)
 		goto out;
@@ -440,6 +455,7 @@ int fx_w_help(struct fstx_domain *d)
 	d->wal_busy = 0;
 	r = fx_w_hint_write(d);
 out:
+	d->wal_ngone = 0;
 	help_free(&H);
 	return r < 0 ? r : 1;
 }

@@ -37,8 +37,9 @@
 
 /* Entry kinds (byte layout: wal_rec.c).  The name entries of a record
  * (W_MKDIR, W_NEWF) come before its other entries. */
-enum { W_PWRITE = 1, W_TRUNC = 2, W_SETX = 3, W_MKDIR = 4, W_NEWF = 5 };
-#define W_IS_NAME(k) ((k) == W_MKDIR || (k) == W_NEWF)
+enum { W_PWRITE = 1, W_TRUNC = 2, W_SETX = 3, W_MKDIR = 4, W_NEWF = 5,
+       W_UNLINK = 6 };
+#define W_IS_NAME(k) ((k) == W_MKDIR || (k) == W_NEWF || (k) == W_UNLINK)
 #define W_WNEW FX_META "/wnew/" /* staging of new files (W2) */
 
 /* A record's header (wal_rec.c). */
@@ -78,10 +79,12 @@ struct fx_syncset;
 
 /* A name entry of the record being written (wal.c names_of()). */
 struct wname {
-	uint32_t kind, mode;    /* W_MKDIR or W_NEWF; the mode asked for */
-	const char *path;       /* the new name, canonical */
-	char stage[64];         /* W_NEWF: the staged file, W_WNEW... */
-	uint64_t ino;           /* W_NEWF: its inode */
+	uint32_t kind, mode;    /* W_MKDIR, W_NEWF, W_UNLINK; the mode asked for */
+	const char *path;       /* the new name (the name removed), canonical */
+	char stage[64];         /* W_NEWF: the staged file, W_UNLINK: where the
+				 * removed object waits for the checkpoint;
+				 * W_WNEW... */
+	uint64_t ino;           /* W_NEWF: its inode; W_UNLINK: the one removed */
 	size_t op;              /* the op that creates it */
 };
 
@@ -93,6 +96,7 @@ struct wvisit {
 	char cur[PATH_MAX];
 	unsigned char *buf;       /* W_CHUNK bytes */
 	struct fx_syncset *ss;    /* wal.c wal_sync_named() */
+	uint64_t off;             /* the record's offset (fx_w_rec_walk()) */
 };
 
 /* ---- wal_rec.c: the format ------------------------------------------- */
@@ -116,16 +120,23 @@ int fx_w_rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 		    unsigned char *buf);
 /* The number of entries a record of P would hold (0: nothing to log). */
 size_t fx_w_rec_entries(const struct plan *P, const int *tgt, const uint64_t *ino,
-			size_t nnm);
+			const char *const *fpath, size_t nnm);
 int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
-		      const int *tgt, const uint64_t *ino, const struct wname *nm,
-		      size_t nnm, uint64_t *end);
+		      const int *tgt, const uint64_t *ino, const char *const *fpath,
+		      const struct wname *nm, size_t nnm, uint64_t *end);
 /* Make a name entry's new name hold its object (W5); 0 or -errno. */
 int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 		    const char *stage, uint64_t ino, uint32_t mode);
 /* The inode a record's entry of inode ino finds now (d->wal_remap). */
 uint64_t fx_w_ino(const struct fstx_domain *d, uint64_t ino);
 void fx_w_remap_clear(struct fstx_domain *d);
+/* W5: the inodes that records in [from, to) remove (d->wal_gone); with
+ * states, not those of cancelled records (W3: never applied this boot). */
+int fx_w_gone_scan(struct fstx_domain *d, uint64_t from, uint64_t to, int states);
+int fx_w_gone_add(struct fstx_domain *d, uint64_t ino, uint64_t off);
+/* Does a record after the one at off remove inode ino?  Its entries on
+ * ino are then skipped by a replay. */
+int fx_w_gone_later(const struct fstx_domain *d, uint64_t ino, uint64_t off);
 int fx_w_rec_unwrite(struct fstx_domain *d, uint64_t off);
 int fx_w_grow(struct fstx_domain *d, uint64_t end);
 

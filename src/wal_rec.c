@@ -24,19 +24,23 @@
  *    32 the payload: the entries, each 8-byte aligned
  *
  * An entry (struct went, 40 bytes, then its names and data):
- *     0 u32 kind: 1 pwrite, 2 truncate, 3 setxattr, 4 mkdir, 5 new file
+ *     0 u32 kind: 1 pwrite, 2 truncate, 3 setxattr, 4 mkdir, 5 new file,
+ *       6 remove
  *     4 u32 path length     8 u64 inode number the file must have (mkdir 0)
- *    16 u64 a: pwrite offset, truncate size, setxattr 0, mode (4, 5)
- *    24 u64 b: pwrite length, truncate 0, setxattr value length, 0 (4, 5)
+ *    16 u64 a: pwrite offset, truncate size, setxattr 0, mode (4, 5), 0 (6)
+ *    24 u64 b: pwrite length, truncate 0, setxattr value length, 0 (4-6)
  *    32 u32 name length: the xattr name (setxattr), the staged file
- *       (new file: .fstx/wnew/NAME), else 0        36 u32 0
+ *       (new file) or where the removed object waits for the checkpoint
+ *       (remove): .fstx/wnew/NAME; else 0          36 u32 0
  *    40 the canonical path (no NUL), the name (no NUL), b bytes of data
  *       (none for a truncate), zeros to the next multiple of 8
  *
- * Name entries (mkdir, new file) come first in a record, in the order the
- * transaction made the names; its other entries follow, in op order.  A
- * new file's entries name it by its path and the inode of its staged file
- * (fx_w_name_apply(): what replay does when that inode is gone).
+ * Name entries come first in a record: removals, then new directories,
+ * then new files (each at the name the transaction leaves it at), each
+ * kind in the order of the transaction's steps; its other entries follow,
+ * in op order.  A new file's entries name it by its final path and the
+ * inode of its staged file (fx_w_name_apply(): what replay does when
+ * that inode is gone).
  */
 #define _GNU_SOURCE
 #include "wal_int.h"
@@ -223,6 +227,59 @@ void fx_w_remap_clear(struct fstx_domain *d)
 	d->wal_nremap = 0;
 }
 
+int fx_w_gone_add(struct fstx_domain *d, uint64_t ino, uint64_t off)
+{
+	struct fx_remap *m = fx_realloc(d->wal_gone, (d->wal_ngone + 1) * sizeof(*m));
+
+	if (!m)
+		return -ENOMEM;
+	d->wal_gone = m;
+	m[d->wal_ngone++] = (struct fx_remap){ .from = ino, .to = off };
+	return 0;
+}
+
+int fx_w_gone_later(const struct fstx_domain *d, uint64_t ino, uint64_t off)
+{
+	for (size_t i = 0; i < d->wal_ngone; i++)
+		if (d->wal_gone[i].from == ino && d->wal_gone[i].to > off)
+			return 1;
+	return 0;
+}
+
+/* The entry headers of the valid records from `from` on (up to `to`):
+ * their removals, into d->wal_gone. */
+int fx_w_gone_scan(struct fstx_domain *d, uint64_t from, uint64_t to, int states)
+{
+	struct wrec h;
+	int r = 0;
+
+	d->wal_ngone = 0;
+	for (uint64_t off = from; off < to && r == 0; off = rec_next(off, &h)) {
+		uint64_t p = off + sizeof(h), end;
+
+		if ((r = fx_w_read_all(d->wal, &h, sizeof(h), off)) < 0)
+			return r == -ENODATA ? -EUCLEAN : r;
+		if (h.magic != W_REC_MAGIC || h.salt != d->wal_salt)
+			return -EUCLEAN;
+		if (states && (r = fx_w_rec_state(d, off, &h.state)) < 0)
+			return r;
+		if (states && h.state == WS_CANCELLED)
+			continue;
+		end = p + h.len;
+		for (uint32_t k = 0; k < h.nent && r == 0; k++) {
+			struct went e;
+
+			if (end - p < sizeof(e) || fx_w_read_all(d->wal, &e, sizeof(e), p) < 0)
+				return -EUCLEAN;
+			if (e.kind == W_UNLINK)
+				r = fx_w_gone_add(d, e.ino, off);
+			if ((p = fx_w_ent_next(p, end, &e)) > end)
+				return -EUCLEAN;
+		}
+	}
+	return r;
+}
+
 static int remap(struct fstx_domain *d, uint64_t from, uint64_t to)
 {
 	struct fx_remap *m;
@@ -255,6 +312,18 @@ static int link_at(struct fstx_domain *d, const char *src, const char *dst)
 	}
 	r = fx_os.linkat(sfd, sn, dfd, dn, 0);
 	fx_os.close(sfd);
+	fx_os.close(dfd);
+	return r;
+}
+
+static int unlink_at(struct fstx_domain *d, const char *path)
+{
+	const char *n;
+	int dfd = fx_parent(d, path, &n), r;
+
+	if (dfd < 0)
+		return dfd;
+	r = fx_os.unlinkat(dfd, n, 0);
 	fx_os.close(dfd);
 	return r;
 }
@@ -306,6 +375,17 @@ int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 	struct stat st, sst;
 	int r = fx_lstat(d, path, &st), rs;
 
+	if (kind == W_UNLINK) {
+		/* done, or the name went on to another object (a later
+		 * record's; the removed inode lives in .fstx/wnew/ until the
+		 * checkpoint, so its number names no other object) */
+		if (r < 0)
+			return r == -ENOENT ? 0 : r;
+		if ((uint64_t)st.st_ino != fx_w_ino(d, ino))
+			return 0;
+		r = fx_move(d, path, stage, NULL);
+		return r == -EEXIST ? unlink_at(d, path) : r;
+	}
 	if (kind == W_MKDIR) {
 		if (r == 0)
 			return S_ISDIR(st.st_mode) ? 0 : -ESTALE;
@@ -461,6 +541,7 @@ int fx_w_rec_walk(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 	int r = 0;
 
 	v->fd = -1;
+	v->off = off;
 	for (uint32_t k = 0; k < h->nent && r == 0; k++) {
 		struct went e;
 		uint64_t data;
@@ -500,6 +581,9 @@ static int replay_entry(struct fstx_domain *d, const struct went *e,
 {
 	int fd, r;
 
+	if (e->kind != W_UNLINK && e->kind != W_MKDIR &&
+	    fx_w_gone_later(d, e->ino, v->off))
+		return 0; /* a later record removes it: its state is moot */
 	if (W_IS_NAME(e->kind))
 		return fx_w_name_apply(d, e->kind, path, name, e->ino, (uint32_t)e->a);
 	if ((fd = visit_fd(d, e, path, v)) < 0)
@@ -572,8 +656,8 @@ static void wb_pad(struct wbuf *w)
 
 /* The change op i makes, as an entry (0 if none); sizes in *e. */
 static int entry_of(const struct plan *P, size_t i, const int *tgt,
-		    const uint64_t *ino, struct went *e, const char **path,
-		    const void **data)
+		    const uint64_t *ino, const char *const *fpath, struct went *e,
+		    const char **path, const void **data)
 {
 	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
 
@@ -615,6 +699,8 @@ static int entry_of(const struct plan *P, size_t i, const int *tgt,
 	default:
 		return 0;
 	}
+	if (fpath[i]) /* a new file: named as it is when the record is done */
+		*path = fpath[i];
 	e->plen = (uint32_t)strlen(*path);
 	return 1;
 }
@@ -629,7 +715,7 @@ static uint64_t entry_size(const struct went *e)
  * fits the buffer goes in one write, its header first in it.
  */
 size_t fx_w_rec_entries(const struct plan *P, const int *tgt, const uint64_t *ino,
-			size_t nnm)
+			const char *const *fpath, size_t nnm)
 {
 	const char *path;
 	const void *data;
@@ -637,7 +723,7 @@ size_t fx_w_rec_entries(const struct plan *P, const int *tgt, const uint64_t *in
 	size_t n = nnm;
 
 	for (size_t i = 0; i < P->nops; i++)
-		n += entry_of(P, i, tgt, ino, &e, &path, &data) != 0;
+		n += entry_of(P, i, tgt, ino, fpath, &e, &path, &data) != 0;
 	return n;
 }
 
@@ -645,13 +731,13 @@ size_t fx_w_rec_entries(const struct plan *P, const int *tgt, const uint64_t *in
 static void name_entry(const struct wname *nm, struct went *e)
 {
 	*e = (struct went){ .kind = nm->kind, .plen = (uint32_t)strlen(nm->path),
-			    .ino = nm->ino, .a = nm->mode,
-			    .nlen = nm->kind == W_NEWF ? (uint32_t)strlen(nm->stage) : 0 };
+			    .ino = nm->ino, .a = nm->kind == W_UNLINK ? 0 : nm->mode,
+			    .nlen = nm->kind != W_MKDIR ? (uint32_t)strlen(nm->stage) : 0 };
 }
 
 int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
-		      const int *tgt, const uint64_t *ino, const struct wname *nm,
-		      size_t nnm, uint64_t *end)
+		      const int *tgt, const uint64_t *ino, const char *const *fpath,
+		      const struct wname *nm, size_t nnm, uint64_t *end)
 {
 	struct wrec h = { .magic = W_REC_MAGIC, .salt = d->wal_salt };
 	struct wbuf w = { .fd = d->wal, .off = d->wal_end };
@@ -666,7 +752,7 @@ int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
 		h.len += entry_size(&e);
 	}
 	for (size_t i = 0; i < P->nops; i++)
-		if (entry_of(P, i, tgt, ino, &e, &path, &data)) {
+		if (entry_of(P, i, tgt, ino, fpath, &e, &path, &data)) {
 			h.nent++;
 			h.len += entry_size(&e);
 		}
@@ -684,7 +770,7 @@ int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
 		wb_pad(&w);
 	}
 	for (size_t i = 0; i < P->nops && !w.err; i++) {
-		if (!entry_of(P, i, tgt, ino, &e, &path, &data))
+		if (!entry_of(P, i, tgt, ino, fpath, &e, &path, &data))
 			continue;
 		wb_put(&w, &e, sizeof(e));
 		wb_put(&w, path, e.plen);

@@ -405,7 +405,7 @@ static void loose_checkpoint(void **state)
 	assert_int_equal(count_tx(h, crash, &sf), 0);
 	fx_wal_max = saved;
 	fo_install(FO_COUNT, 0, 0);
-	assert_int_equal(tx_text_h(h, "unlink old\n"), 0);
+	assert_int_equal(tx_text_h(h, "rename old old2\n"), 0);
 	assert_int_equal(fo.syncfses, 1); /* the checkpoint's */
 	assert_true(fo.fsyncs >= 1);      /* then the journal's barrier 2 */
 	fo_remove();
@@ -969,6 +969,98 @@ static void names_replay_lost(void **state)
 		}
 		free(got);
 		free(before);
+		t_drop(d);
+	}
+	free(want);
+}
+
+/* Replace by rename, then removals, through the log (W1). */
+static const char *const repl[3] = {
+	"open 0 obj.new O_WRONLY|O_CREAT|O_EXCL 0644\npwrite 0 \"v1\" 0\nclose 0\n"
+	"rename obj.new obj\n",
+	"open 0 obj.new O_WRONLY|O_CREAT|O_EXCL 0644\npwrite 0 \"v2\" 0\nclose 0\n"
+	"rename obj.new obj\nunlink old\n",
+	"unlink obj\nunlink a\n",
+};
+
+/* Move the object that .fstx/wnew/ keeps with content data back to rel. */
+static void unremove(const char *d, const char *data, const char *rel)
+{
+	char *w, *p, *q;
+	struct dirent *e;
+	DIR *dir;
+	int found = 0;
+
+	assert_true(asprintf(&w, "%s/.fstx/wnew", d) > 0);
+	dir = opendir(w);
+	assert_non_null(dir);
+	while (!found && (e = readdir(dir))) {
+		char buf[64] = { 0 };
+		int fd;
+
+		if (e->d_name[0] == '.')
+			continue;
+		assert_true(asprintf(&p, "%s/%s", w, e->d_name) > 0);
+		fd = open(p, O_RDONLY);
+		if (fd >= 0 && read(fd, buf, sizeof(buf) - 1) >= 0 &&
+		    !strncmp(buf, data, strlen(data))) {
+			assert_true(asprintf(&q, "%s/%s", d, rel) > 0);
+			assert_int_equal(rename(p, q), 0);
+			free(q);
+			found = 1;
+		}
+		if (fd >= 0)
+			close(fd);
+		free(p);
+	}
+	closedir(dir);
+	free(w);
+	assert_true(found);
+}
+
+/*
+ * A new file renamed over an old one, and unlinks, each one record and
+ * one fdatasync, the same tree as the undo way; the removed objects wait
+ * in .fstx/wnew/ for the checkpoint.  After another boot, replay over
+ * removals power loss did not keep (the objects back at their names)
+ * removes them again, and skips what a later record removes.
+ */
+static void names_replace(void **state)
+{
+	char *want, *d = t_fresh(), *got;
+
+	(void)state;
+	fx_wal_auto = 0;
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(tx_text(d, repl[k], NULL), 0);
+	fx_wal_auto = 1;
+	want = t_snapshot(d);
+	t_drop(d);
+	for (int c = 0; c < 3; c++) {
+		d = t_fresh();
+		assert_true(domain_recover(d) >= 0);
+		for (int k = 0; k < 3; k++) {
+			fo_install(FO_COUNT, 0, 0);
+			assert_int_equal(tx_text(d, repl[k], NULL), 0);
+			fo_remove();
+			assert_int_equal(fo.barriers, 1);
+			assert_int_equal(fo.fdatasyncs, 1);
+		}
+		got = t_snapshot(d);
+		assert_string_equal(got, want);
+		free(got);
+		if (c >= 1) /* record 3's removals lost */
+			unremove(d, "v2", "obj");
+		if (c >= 2) /* and record 2's removal of old */
+			unremove(d, "old\n", "old");
+		fx_os.boot_id = other_boot;
+		assert_true(domain_recover(d) >= 0);
+		fx_os = fx_os_libc;
+		got = t_snapshot(d);
+		assert_string_equal(got, want);
+		free(got);
+		assert_true(domain_recover(d) >= 0); /* checkpoint: wnew emptied */
+		assert_int_equal(wnew_count(d), 0);
 		t_drop(d);
 	}
 	free(want);
@@ -1962,6 +2054,7 @@ int main(void)
 		cmocka_unit_test(reboot_replays_all),
 		cmocka_unit_test(names_one_barrier),
 		cmocka_unit_test(names_replay_lost),
+		cmocka_unit_test(names_replace),
 		cmocka_unit_test(remount_replays_all),
 		cmocka_unit_test(mount_id_missing),
 		cmocka_unit_test(damaged),
