@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * wal.c - the write-ahead (redo) log, DIR/.fstx/wal: the default way of
- * every transaction it can take (data, xattrs, new files and directories).
+ * every transaction it can take (data, xattrs, new files and directories,
+ * removals, a new file renamed over an old one).
  *
  * The rules below hold for every file of the log; wal.h is its only
  * interface, wal_int.h what its files share.  This file: commit (W1, W3,
@@ -20,14 +21,19 @@
  *      every op predicted to succeed (no FAIL_ON fires), at most
  *      fx_wal_large bytes of data (more is cheaper the undo way), nothing
  *      past FX_WAL_MAX_OFF (replay refuses entries that are), its name
- *      steps only new files (open O_CREAT of an absent name) and new
- *      directories (mkdir), and its other changes pwrites at fixed offsets
- *      into existing or new regular files, truncates of them (also by
- *      O_TRUNC), and setxattr (flags 0) of small user.* xattrs.
+ *      steps only new files (open O_CREAT of an absent name; a new file
+ *      may then be renamed, also over an old one), new directories
+ *      (mkdir), and removals (unlink, or the old file a rename replaces) of
+ *      objects of the tree that are not directories and have no other name
+ *      (st_nlink 1) and that it does not write; its other changes pwrites
+ *      at fixed offsets into existing or new regular files, truncates of
+ *      them (also by O_TRUNC), and setxattr (flags 0) of small user.*
+ *      xattrs.  trans.c wal_steps_ok(), wal.c removal_declined().
  *      Each such change is a "set": the bytes, the size or the xattr value
  *      it leaves do not depend on what was there before; a new name is
- *      made only where no object was, and no record moves or removes a
- *      name (those take the undo way, which checkpoints the log first).
+ *      made only where no object was; no record moves an object of the
+ *      tree to another name or makes a second name (those take the undo
+ *      way, which checkpoints the log first).
  *  W2. Layout: sector 0 holds the header (magic "FSTXWAL1", version, salt,
  *      CRC-32C); records start at byte 1024.  The hint (W4, W5) and the
  *      records' state words live in .fstx/walsync, notes for this boot that
@@ -49,8 +55,12 @@
  *      A new file is made before its record, empty, as a staged file
  *      .fstx/wnew/SALT-OFFSET-STEP (a name no other record uses), so that
  *      the record names its inode; its data, size and xattrs are entries
- *      of the record like any other.  After the barrier the staged file is
- *      renamed to its name (W4); a new directory is made at its name.
+ *      of the record like any other, naming it by the name the transaction
+ *      leaves it at.  After the barrier (W4) removed names are renamed to
+ *      .fstx/wnew/SALT-OFFSET-STEP too, where their objects live until the
+ *      checkpoint (W6), so that no inode number a record names is reused
+ *      meanwhile; then new directories are made at their names and the
+ *      staged files renamed to theirs.
  *  W3. Commit: under the lock the record is written whole at the log's
  *      end (open: no state word, W2) and the hint's END moves past it;
  *      then the lock is dropped for fdatasync(wal), the commit point and
@@ -115,19 +125,25 @@
  *      new inode for the record's own (d->wal_remap, also for later
  *      entries naming that inode).  A directory is known by its name and
  *      kind.  Any other object at a new name is -ESTALE (test_wal
- *      names_replay_lost).
+ *      names_replay_lost).  A removal is done when its name holds another
+ *      inode or none.  Entries on an inode that a later record removes are
+ *      skipped (whatever they leave is moot, and its name may hold a later
+ *      object): the removals of the records are read before any record is
+ *      replayed (fx_w_gone_scan(); in a help pass those of records not
+ *      cancelled).  test_wal names_replace.
  *  W6. Checkpoint (the log holds more than fx_wal_max bytes of records
  *      (without barriers when W11 allows); or
  *      before a transaction that takes the undo way of journal.c, which
  *      must not be replayed over; or fstx_recover()): help (W4), one
- *      fsync of each file a record of the log names, and of each new name's
- *      object and the directory holding it (every applied change durable
- *      in place; syncset.h: not syncfs, which would wait for every other
- *      process's dirty pages too), then a new header with a
- *      new salt and a hint with END = APPLIED = 1024 in one write,
+ *      fsync of each file a record of the log names, of each directory
+ *      holding a new or removed name and of each new directory (every
+ *      applied change durable in place; syncset.h: not syncfs, which would
+ *      wait for every other process's dirty pages too), then a new header
+ *      with a new salt and a hint with END = APPLIED = 1024 in one write,
  *      fdatasync(wal); then .fstx/wnew/ is emptied (no record names its
- *      files any more; one left by power loss is garbage).  A writer that finds the salt changed when it takes
- *      the lock back knows its record was applied.  The old records that
+ *      files any more; one left by power loss is garbage).  A writer that
+ *      finds the salt changed when it takes the lock back knows its record
+ *      was applied.  The old records that
  *      remain carry the old salt; a torn header empties the log; either
  *      way their changes were durable already.  The first header of a new
  *      log is written the same way, without its fdatasync (the first

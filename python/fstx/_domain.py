@@ -695,9 +695,9 @@ class Domain:
             next flush (sync(), close(), a reader, 4 MiB queued).
 
         ``wal=True`` (FSTX_UT_WAL) is accepted and changes nothing: a
-        transaction that overwrites files or creates new files and
-        directories, and moves or removes no name, is committed by one log
-        record by default; ``wedge_on_fail=True``
+        transaction that overwrites files, creates files and directories,
+        unlinks files or renames a new file over an old one is committed by
+        one log record by default; ``wedge_on_fail=True``
         (the RFC's WEDGEONFAIL) wedges the domain if a rollback fails.
         """
         flags = _flags(durable, crash_only, lazy, wal, wedge_on_fail)
