@@ -110,11 +110,12 @@ static inline char *fz_meta_snap(void)
 
 	s = t_snapshot(m);
 	free(m);
-	for (o = w = s; *o;) { /* drop the lines of wal and walsync */
+	for (o = w = s; *o;) { /* drop the lines of wal, walsync, wnew/ */
 		char *e = strchr(o, '\n');
 		size_t l = e ? (size_t)(e - o + 1) : strlen(o);
 
-		if (strncmp(o, "wal ", 4) && strncmp(o, "walsync ", 8)) {
+		if (strncmp(o, "wal ", 4) && strncmp(o, "walsync ", 8) &&
+		    strncmp(o, "wnew/", 5)) {
 			memmove(w, o, l);
 			w += l;
 		}

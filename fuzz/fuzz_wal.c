@@ -2,8 +2,9 @@
 /*
  * fuzz_wal.c - the write-ahead log's reader and replay (wal.c rule W5).
  *
- * Each input runs three write-ahead transactions on a fresh corpus tree
- * (records of pwrites, truncates, O_TRUNC and xattrs), then replaces their
+ * Each input runs four write-ahead transactions on a fresh corpus tree
+ * (records of pwrites, truncates, O_TRUNC, xattrs and name entries: a new
+ * directory, a new file, a removal), then replaces their
  * log with one built from it:
  *   byte 0 mode 0  raw: the log's first 1024 bytes (header and hint) and
  *                  then the input as the records;
@@ -31,6 +32,9 @@ static const char *const wal_tx[] = {
 	"option wal\ntruncate big 300\nopen 0 d/c O_WRONLY|O_TRUNC\npwrite 0 \"cee\" 0\n"
 	"close 0\nopen 0 b O_WRONLY\npwrite 0 \"bee\" 2\n",
 	"option wal\nsetxattr d/e/f user.x \"xattr value\"\ntruncate a 2\n",
+	/* name entries: a new directory, a new file, a removal */
+	"mkdir nd 0750\nopen 2 nd/f O_WRONLY|O_CREAT|O_EXCL 0600\npwrite 2 \"new\" 0\n"
+	"close 2\nunlink old\n",
 };
 #define NWAL (sizeof(wal_tx) / sizeof(wal_tx[0]))
 
