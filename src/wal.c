@@ -1100,7 +1100,10 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	if (nnm)
 		d->lazy = 0; /* W10: names are never queued */
 	/* Anything unexpected before the commit point: decline (undo way). */
-	if (open_targets(d, P, &F, ino, slot_op, tgt, nm, nnm) < 0 ||
+	for (i = 0; i < nnm; i++)
+		if (!nm[i].path)
+			nnm = 0; /* a new object that no step names: never planned */
+	if ((P->nsteps && !nnm) || open_targets(d, P, &F, ino, slot_op, tgt, nm, nnm) < 0 ||
 	    removal_declined(d, P, ino, nm, nnm)) {
 		r = 1;
 		goto out;
