@@ -682,18 +682,6 @@ static int removal_declined(struct fstx_domain *d, const struct plan *P,
 	return 0;
 }
 
-static int unlink_path(struct fstx_domain *d, const char *path)
-{
-	const char *n;
-	int dfd = fx_parent(d, path, &n), r;
-
-	if (dfd < 0)
-		return dfd;
-	r = fx_os.unlinkat(dfd, n, 0);
-	fx_os.close(dfd);
-	return r;
-}
-
 /*
  * The staged file of the new file op i opens (W2): .fstx/wnew/NAME, made
  * before the record that names it, so the record knows its inode.  A file
@@ -706,7 +694,7 @@ static int stage_file(struct fstx_domain *d, struct wname *w)
 	int fd, r;
 
 	fd = fx_open(d, w->stage, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, w->mode);
-	if (fd == -EEXIST && (r = unlink_path(d, w->stage)) < 0)
+	if (fd == -EEXIST && (r = fx_w_unlink(d, w->stage)) < 0)
 		return r;
 	if (fd == -EEXIST)
 		fd = fx_open(d, w->stage, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, w->mode);
@@ -714,7 +702,7 @@ static int stage_file(struct fstx_domain *d, struct wname *w)
 		return fd;
 	if ((r = fx_os.fstat(fd, &st)) < 0) {
 		fx_os.close(fd);
-		unlink_path(d, w->stage);
+		fx_w_unlink(d, w->stage);
 		return r;
 	}
 	w->ino = (uint64_t)st.st_ino;
@@ -726,7 +714,7 @@ static void unstage(struct fstx_domain *d, struct wname *nm, size_t nnm)
 {
 	for (size_t k = 0; k < nnm; k++)
 		if (nm[k].kind == W_NEWF && nm[k].ino) {
-			unlink_path(d, nm[k].stage);
+			fx_w_unlink(d, nm[k].stage);
 			nm[k].ino = 0;
 		}
 }

@@ -316,7 +316,7 @@ static int link_at(struct fstx_domain *d, const char *src, const char *dst)
 	return r;
 }
 
-static int unlink_at(struct fstx_domain *d, const char *path)
+int fx_w_unlink(struct fstx_domain *d, const char *path)
 {
 	const char *n;
 	int dfd = fx_parent(d, path, &n), r;
@@ -384,7 +384,7 @@ int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 		if ((uint64_t)st.st_ino != fx_w_ino(d, ino))
 			return 0;
 		r = fx_move(d, path, stage, NULL);
-		return r == -EEXIST ? unlink_at(d, path) : r;
+		return r == -EEXIST ? fx_w_unlink(d, path) : r;
 	}
 	if (kind == W_MKDIR) {
 		if (r == 0)
