@@ -202,6 +202,9 @@ int fx_recover_mode(struct fstx_domain *d, int ignore_commit);
 struct fx_syncset;
 int fx_move(struct fstx_domain *d, const char *src, const char *dst,
 	    struct fx_syncset *ss);
+/* Unlink p (rmdir when dir); its parent into ss when it happened; 0 when
+ * p or its parent is absent. */
+int fx_remove(struct fstx_domain *d, const char *p, int dir, struct fx_syncset *ss);
 /* Before-image ranges this long are cloned where reflink works. */
 extern uint64_t fx_clone_min;
 extern int fx_wal_auto; /* trans.c: 1 every transaction tries the log first */

@@ -723,18 +723,11 @@ static int add_step(struct jr *j, struct cur *c)
 		free(s.aux);
 		return cur_err(c);
 	}
-	if (j->nsteps == j->csteps) {
-		size_t cap = j->csteps ? 2 * j->csteps : 16;
-		struct fx_step *ns = fx_realloc(j->steps, cap * sizeof(*ns));
-
-		if (!ns) {
-			free(s.src);
-			free(s.dst);
-			free(s.aux);
-			return -ENOMEM;
-		}
-		j->steps = ns;
-		j->csteps = cap;
+	if (fx_grow((void **)&j->steps, &j->csteps, j->nsteps + 1, sizeof(*j->steps)) < 0) {
+		free(s.src);
+		free(s.dst);
+		free(s.aux);
+		return -ENOMEM;
 	}
 	j->steps[j->nsteps++] = s;
 	return 0;
@@ -742,15 +735,8 @@ static int add_step(struct jr *j, struct cur *c)
 
 static int add_rec(struct jr *j, uint16_t type, off_t off, uint32_t len)
 {
-	if (j->nrecs == j->crecs) {
-		size_t cap = j->crecs ? 2 * j->crecs : 16;
-		struct jrec *nr = fx_realloc(j->recs, cap * sizeof(*nr));
-
-		if (!nr)
-			return -ENOMEM;
-		j->recs = nr;
-		j->crecs = cap;
-	}
+	if (fx_grow((void **)&j->recs, &j->crecs, j->nrecs + 1, sizeof(*j->recs)) < 0)
+		return -ENOMEM;
 	j->recs[j->nrecs++] = (struct jrec){ type, off, len };
 	return 0;
 }
@@ -928,8 +914,7 @@ static int journal_load(struct jr *j)
 	return m ? -EUCLEAN : 0;
 }
 
-static int remove_path(struct fstx_domain *d, const char *p, int dir,
-		       struct fx_syncset *ss)
+int fx_remove(struct fstx_domain *d, const char *p, int dir, struct fx_syncset *ss)
 {
 	const char *name;
 	int dfd = fx_parent(d, p, &name), r;
@@ -987,7 +972,7 @@ static int move_back(struct fstx_domain *d, const struct fx_step *s,
 	if (r < 0)
 		return r;
 	if (cur.st_ino == st->st_ino && !S_ISDIR(st->st_mode))
-		return remove_path(d, s->dst, 0, ss);
+		return fx_remove(d, s->dst, 0, ss);
 	return -EUCLEAN;
 }
 
@@ -1023,9 +1008,9 @@ static int undo_step(const struct jr *j, const struct fx_step *s,
 			return 0;
 		return move_back(d, s, &st, ss);
 	case FX_ST_MKDIR:
-		return remove_path(d, s->dst, 1, ss);
+		return fx_remove(d, s->dst, 1, ss);
 	default:
-		return remove_path(d, s->dst, 0, ss);
+		return fx_remove(d, s->dst, 0, ss);
 	}
 }
 

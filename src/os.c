@@ -274,6 +274,23 @@ char *fx_strndup(const char *s, size_t len)
 	return p;
 }
 
+int fx_grow(void **p, size_t *cap, size_t need, size_t size)
+{
+	size_t n = *cap ? *cap : 16;
+	void *np;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	np = fx_realloc(*p, n * size);
+	if (!np)
+		return -ENOMEM;
+	*p = np;
+	*cap = n;
+	return 0;
+}
+
 char *fx_strdup(const char *s)
 {
 	return fx_strndup(s, SIZE_MAX);

@@ -90,6 +90,9 @@ void *fx_calloc(size_t n, size_t size);
 void *fx_realloc(void *p, size_t len);
 char *fx_strdup(const char *s);
 char *fx_strndup(const char *s, size_t len);
+/* Room for need elements of size bytes in the array *p of capacity *cap
+ * (doubling from 16): 0, or -ENOMEM with *p as it was. */
+int fx_grow(void **p, size_t *cap, size_t need, size_t size);
 int fx_asprintf(char **out, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

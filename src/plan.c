@@ -49,23 +49,6 @@ static int node_dup(struct node *dst, const struct node *src)
 	return 0;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-	size_t n = *cap ? *cap : 16;
-	void *np;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n *= 2;
-	np = fx_realloc(*p, n * size);
-	if (!np)
-		return -ENOMEM;
-	*p = np;
-	*cap = n;
-	return 0;
-}
-
 static char *join(const char *a, const char *b)
 {
 	char *s;
@@ -277,7 +260,7 @@ static int set_ent(struct plan *P, const char *p, struct node *n)
 		e->n = *n;
 		return 0;
 	}
-	r = grow((void **)&P->ents, &P->cents, P->nents + 1, sizeof(*P->ents));
+	r = fx_grow((void **)&P->ents, &P->cents, P->nents + 1, sizeof(*P->ents));
 	if (r == 0 && 2 * (P->nents + 1) > P->hcap)
 		r = index_rebuild(P, P->nents + 1);
 	if (r == 0 && !(P->ents[P->nents].path = fx_strdup(p)))
@@ -502,7 +485,7 @@ static int add_step(struct plan *P, size_t op, uint32_t kind, uint32_t mode,
 		    const char *src, const char *dst, const char *aux)
 {
 	struct fx_step *s;
-	int r = grow((void **)&P->steps, &P->csteps, P->nsteps + 1,
+	int r = fx_grow((void **)&P->steps, &P->csteps, P->nsteps + 1,
 		     sizeof(*P->steps));
 
 	if (r < 0)
@@ -549,7 +532,7 @@ static int cap_of(struct plan *P, const struct node *n)
 	for (size_t i = 0; i < P->ncaps; i++)
 		if (P->caps[i].ino == n->ino)
 			return (int)i;
-	r = grow((void **)&P->caps, &P->ccaps, P->ncaps + 1, sizeof(*P->caps));
+	r = fx_grow((void **)&P->caps, &P->ccaps, P->ncaps + 1, sizeof(*P->caps));
 	if (r < 0)
 		return r;
 	c = &P->caps[P->ncaps];
@@ -591,7 +574,7 @@ static int cap_range(struct plan *P, int ci, uint64_t off, uint64_t len)
 	}
 	if (last && off < last->off)
 		c->unsorted = 1;
-	r = grow((void **)&c->ranges, &c->cranges, c->nranges + 1,
+	r = fx_grow((void **)&c->ranges, &c->cranges, c->nranges + 1,
 		 sizeof(*c->ranges));
 	if (r < 0)
 		return r;
@@ -641,7 +624,7 @@ static int cap_xattr(struct plan *P, int ci, const char *name)
 	for (size_t i = 0; i < c->nxnames; i++)
 		if (!strcmp(c->xnames[i], name))
 			return 0;
-	r = grow((void **)&c->xnames, &c->cxnames, c->nxnames + 1,
+	r = fx_grow((void **)&c->xnames, &c->cxnames, c->nxnames + 1,
 		 sizeof(*c->xnames));
 	if (r < 0)
 		return r;

@@ -361,8 +361,9 @@ static int recover_loaded(struct fstx_domain *d, int fresh, int all)
 	if ((r = v) < 0 || (r = fx_w_gone_scan(d, W_START, off, 0)) < 0)
 		goto out;
 	for (uint64_t end = off, at = off = W_START; at < end; at = off) {
-		if ((r = fx_w_rec_check(d, at, size, &h, buf)) != 1) {
-			r = r < 0 ? r : -EUCLEAN;
+		/* checked above, under the lock: its header is enough */
+		if ((r = fx_w_read_all(d->wal, &h, sizeof(h), at)) < 0) {
+			r = r == -ENODATA ? -EUCLEAN : r;
 			goto out;
 		}
 		if ((r = fx_w_rec_replay(d, at, &h, buf)) < 0)
@@ -623,6 +624,26 @@ static const char *final_name(const struct plan *P, int newid)
 	return p;
 }
 
+/* After nm[0..n): the new objects that steps of kind (MKDIR, MKFILE)
+ * make, at their final names; the new count. */
+static size_t names_made(struct fstx_domain *d, const struct plan *P,
+			 uint32_t kind, struct wname *nm, size_t n)
+{
+	for (size_t k = 0; k < P->nsteps; k++) {
+		const struct fx_step *s = &P->steps[k];
+
+		if (s->kind != kind)
+			continue;
+		nm[n] = (struct wname){ .kind = kind == FX_ST_MKDIR ? W_MKDIR : W_NEWF,
+					.mode = s->mode, .op = s->op,
+					.path = final_name(P, s->newid) };
+		if (kind == FX_ST_MKFILE)
+			stage_name(d, &nm[n], k);
+		n++;
+	}
+	return n;
+}
+
 /*
  * The name entries of plan P (W1: removals of initial objects, new
  * directories, new files at their final names), in that order and each
@@ -642,20 +663,8 @@ static size_t names_of(struct fstx_domain *d, const struct plan *P,
 					.ino = s->ino, .op = s->op };
 		stage_name(d, &nm[n++], k);
 	}
-	for (int kind = FX_ST_MKDIR; kind; kind = kind == FX_ST_MKDIR ? FX_ST_MKFILE : 0)
-		for (size_t k = 0; k < P->nsteps; k++) {
-			const struct fx_step *s = &P->steps[k];
-
-			if ((int)s->kind != kind)
-				continue;
-			nm[n] = (struct wname){ .kind = kind == FX_ST_MKDIR ? W_MKDIR : W_NEWF,
-						.mode = s->mode, .op = s->op,
-						.path = final_name(P, s->newid) };
-			if (kind == FX_ST_MKFILE)
-				stage_name(d, &nm[n], k);
-			n++;
-		}
-	return n;
+	n = names_made(d, P, FX_ST_MKDIR, nm, n);
+	return names_made(d, P, FX_ST_MKFILE, nm, n);
 }
 
 /*
@@ -694,7 +703,7 @@ static int stage_file(struct fstx_domain *d, struct wname *w)
 	int fd, r;
 
 	fd = fx_open(d, w->stage, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, w->mode);
-	if (fd == -EEXIST && (r = fx_w_unlink(d, w->stage)) < 0)
+	if (fd == -EEXIST && (r = fx_remove(d, w->stage, 0, NULL)) < 0)
 		return r;
 	if (fd == -EEXIST)
 		fd = fx_open(d, w->stage, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, w->mode);
@@ -702,7 +711,7 @@ static int stage_file(struct fstx_domain *d, struct wname *w)
 		return fd;
 	if ((r = fx_os.fstat(fd, &st)) < 0) {
 		fx_os.close(fd);
-		fx_w_unlink(d, w->stage);
+		fx_remove(d, w->stage, 0, NULL);
 		return r;
 	}
 	w->ino = (uint64_t)st.st_ino;
@@ -714,7 +723,7 @@ static void unstage(struct fstx_domain *d, struct wname *nm, size_t nnm)
 {
 	for (size_t k = 0; k < nnm; k++)
 		if (nm[k].kind == W_NEWF && nm[k].ino) {
-			fx_w_unlink(d, nm[k].stage);
+			fx_remove(d, nm[k].stage, 0, NULL);
 			nm[k].ino = 0;
 		}
 }

@@ -309,19 +309,12 @@ static int help_walk(struct fstx_domain *d, struct hpass *H, uint64_t size,
 static int collect_ent(struct fstx_domain *d, struct hpass *H,
 		       const struct hent_in *in)
 {
-	(void)d;
 	const struct went *e = in->e;
 	struct hent *x;
 
-	if (H->n == H->cap) {
-		size_t c = H->cap ? 2 * H->cap : 64;
-		struct hent *ne = fx_realloc(H->e, c * sizeof(*ne));
-
-		if (!ne)
-			return -ENOMEM;
-		H->e = ne;
-		H->cap = c;
-	}
+	(void)d;
+	if (fx_grow((void **)&H->e, &H->cap, H->n + 1, sizeof(*H->e)) < 0)
+		return -ENOMEM;
 	x = &H->e[H->n++];
 	*x = (struct hent){ .ino = e->ino, .a = e->a, .b = e->b, .kind = e->kind,
 			    .off = in->off };

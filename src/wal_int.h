@@ -130,12 +130,9 @@ int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 /* The inode a record's entry of inode ino finds now (d->wal_remap). */
 uint64_t fx_w_ino(const struct fstx_domain *d, uint64_t ino);
 void fx_w_remap_clear(struct fstx_domain *d);
-/* unlink(2) of a path beneath the domain. */
-int fx_w_unlink(struct fstx_domain *d, const char *path);
 /* W5: the inodes that records in [from, to) remove (d->wal_gone); with
  * states, not those of cancelled records (W3: never applied this boot). */
 int fx_w_gone_scan(struct fstx_domain *d, uint64_t from, uint64_t to, int states);
-int fx_w_gone_add(struct fstx_domain *d, uint64_t ino, uint64_t off);
 /* Does a record after the one at off remove inode ino?  Its entries on
  * ino are then skipped by a replay. */
 int fx_w_gone_later(const struct fstx_domain *d, uint64_t ino, uint64_t off);

@@ -227,14 +227,15 @@ void fx_w_remap_clear(struct fstx_domain *d)
 	d->wal_nremap = 0;
 }
 
-int fx_w_gone_add(struct fstx_domain *d, uint64_t ino, uint64_t off)
+/* Append (from, to) to the array *a of *n pairs (d->wal_remap, wal_gone). */
+static int pair_add(struct fx_remap **a, size_t *n, uint64_t from, uint64_t to)
 {
-	struct fx_remap *m = fx_realloc(d->wal_gone, (d->wal_ngone + 1) * sizeof(*m));
+	struct fx_remap *m = fx_realloc(*a, (*n + 1) * sizeof(*m));
 
 	if (!m)
 		return -ENOMEM;
-	d->wal_gone = m;
-	m[d->wal_ngone++] = (struct fx_remap){ .from = ino, .to = off };
+	*a = m;
+	m[(*n)++] = (struct fx_remap){ .from = from, .to = to };
 	return 0;
 }
 
@@ -272,7 +273,7 @@ int fx_w_gone_scan(struct fstx_domain *d, uint64_t from, uint64_t to, int states
 			if (end - p < sizeof(e) || fx_w_read_all(d->wal, &e, sizeof(e), p) < 0)
 				return -EUCLEAN;
 			if (e.kind == W_UNLINK)
-				r = fx_w_gone_add(d, e.ino, off);
+				r = pair_add(&d->wal_gone, &d->wal_ngone, e.ino, off);
 			if ((p = fx_w_ent_next(p, end, &e)) > end)
 				return -EUCLEAN;
 		}
@@ -282,8 +283,6 @@ int fx_w_gone_scan(struct fstx_domain *d, uint64_t from, uint64_t to, int states
 
 static int remap(struct fstx_domain *d, uint64_t from, uint64_t to)
 {
-	struct fx_remap *m;
-
 	if (fx_w_ino(d, from) == to)
 		return 0;
 	for (size_t i = 0; i < d->wal_nremap; i++)
@@ -291,12 +290,7 @@ static int remap(struct fstx_domain *d, uint64_t from, uint64_t to)
 			d->wal_remap[i].to = to;
 			return 0;
 		}
-	m = fx_realloc(d->wal_remap, (d->wal_nremap + 1) * sizeof(*m));
-	if (!m)
-		return -ENOMEM;
-	d->wal_remap = m;
-	m[d->wal_nremap++] = (struct fx_remap){ .from = from, .to = to };
-	return 0;
+	return pair_add(&d->wal_remap, &d->wal_nremap, from, to);
 }
 
 static int link_at(struct fstx_domain *d, const char *src, const char *dst)
@@ -312,18 +306,6 @@ static int link_at(struct fstx_domain *d, const char *src, const char *dst)
 	}
 	r = fx_os.linkat(sfd, sn, dfd, dn, 0);
 	fx_os.close(sfd);
-	fx_os.close(dfd);
-	return r;
-}
-
-int fx_w_unlink(struct fstx_domain *d, const char *path)
-{
-	const char *n;
-	int dfd = fx_parent(d, path, &n), r;
-
-	if (dfd < 0)
-		return dfd;
-	r = fx_os.unlinkat(dfd, n, 0);
 	fx_os.close(dfd);
 	return r;
 }
@@ -384,7 +366,7 @@ int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 		if ((uint64_t)st.st_ino != fx_w_ino(d, ino))
 			return 0;
 		r = fx_move(d, path, stage, NULL);
-		return r == -EEXIST ? fx_w_unlink(d, path) : r;
+		return r == -EEXIST ? fx_remove(d, path, 0, NULL) : r;
 	}
 	if (kind == W_MKDIR) {
 		if (r == 0)
