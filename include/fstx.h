@@ -116,15 +116,17 @@ extern "C" {
 #define FSTX_UT_STRICT (1ULL << 16)
 /*
  * Crash-only durability (transaction flag): all or nothing across a crash
- * or kill -9 of the process, but no barrier is issued (0 fsyncs), so power
- * loss or a kernel crash may leave this transaction torn.  Commit returns
- * once the changes are in the page cache.  The next durable commit of the
- * same handle makes its earlier crash-only transactions durable too (one
- * syncfs for those of the undo way); a durable commit of another handle or
- * process makes durable only crash-only transactions that went through the
- * write-ahead log, whose barriers cover their records.  For the rest, call
- * fstx_sync() on the handle that committed them.  Recovery keeps its
- * barriers.
+ * or kill -9 of the process, but no barrier is issued (0 fsyncs; the one
+ * that leaves more than 64 objects of the undo way unsynced on its handle
+ * fsyncs them), so power loss or a kernel crash may leave this transaction
+ * torn.  Commit returns once the changes are in the page cache.  The next
+ * durable commit of the same handle makes its earlier crash-only
+ * transactions durable too (an fsync of each object those of the undo way
+ * changed, which the handle holds open); a durable commit of another
+ * handle or process makes durable only crash-only transactions that went
+ * through the write-ahead log, whose barriers cover their records.  For
+ * the rest, call fstx_sync() on the handle that committed them.  Recovery
+ * keeps its barriers.  Nothing syncs the whole filesystem.
  */
 #define FSTX_UT_NOSYNC (1ULL << 17)
 /*
@@ -220,7 +222,8 @@ int fstx_recover(fstx_domain *d);
 /*
  * Make every transaction this handle committed durable: flush the lazy
  * ones (FSTX_UT_LAZY: one fdatasync of the log, then applied in place) and,
- * if it committed crash-only ones (FSTX_UT_NOSYNC), sync the filesystem.
+ * if it committed crash-only ones (FSTX_UT_NOSYNC), fsync their objects and
+ * checkpoint the log (never syncfs).
  * 0, or the -errno of the step that failed (the handle latches a failed
  * barrier, as a commit does).  fstx_domain_close() flushes lazy ones too.
  */

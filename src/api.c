@@ -77,12 +77,13 @@ int fstx_sync(fstx_domain *d)
 	if ((r = fx_lock(d)) < 0)
 		return r;
 	r = fx_recover(d, FX_REC_FLUSH);
-	if (r >= 0 && d->nosync_wrote) {
-		if ((r = fx_os.syncfs(d->root)) < 0)
-			d->latched = r;
-		else
-			d->nosync_wrote = d->nosync_undo = 0;
-	}
+	/* crash-only transactions: the undo way's objects (trans.c), then
+	 * a checkpoint with barriers for the log's (wal.c W6, W11) */
+	if (r >= 0 && d->nosync_wrote &&
+	    ((r = fx_crash_only_pay(d)) < 0 || (r = fx_wal_checkpoint(d)) < 0))
+		d->latched = r;
+	else if (r >= 0)
+		d->nosync_wrote = 0;
 	fx_unlock(d);
 	return r < 0 ? r : 0;
 }

@@ -54,6 +54,7 @@ int fx_domain_init(struct fstx_domain *d, int dirfd)
 
 	memset(d, 0, sizeof(*d)); /* every field not set below starts at 0 */
 	d->root = d->meta = d->lockfd = d->jfd = d->wal = d->walsync = -1;
+	fx_ss_init(&d->debt);
 	d->failed_op = -1;
 	d->mark = -1;
 	d->lock_wait = -1;
@@ -101,6 +102,7 @@ void fx_domain_fini(struct fstx_domain *d)
 	int *fds[] = { &d->walsync, &d->wal, &d->jfd, &d->lockfd, &d->meta,
 		       &d->root };
 
+	fx_ss_drop(&d->debt); /* crash-only: a close makes nothing durable */
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
 		if (*fds[i] >= 0)
 			fx_os.close(*fds[i]);

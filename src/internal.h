@@ -9,6 +9,7 @@
 
 #include "fstx.h"
 #include "os.h"
+#include "syncset.h"
 
 #define FX_META ".fstx"
 #define FX_NEW ".fstx/new"
@@ -59,7 +60,8 @@ struct fstx_domain {
 	int lazy_wrote;    /* this handle appended lazy records (flushed at close) */
 	int nosync_wrote;  /* this handle committed crash-only transactions */
 	int nosync_undo;   /* ... of the undo way: the next durable commit
-			    * syncs the filesystem for them (trans.c) */
+			    * fsyncs their objects (trans.c fx_crash_only_pay()) */
+	struct fx_syncset debt; /* trans.c: those objects, held open */
 	int marks_clean;   /* no progress mark was there beside an empty journal */
 	uint32_t space_tx; /* preflight: transactions since the last statvfs */
 	uint64_t space_free; /* preflight: free bytes then, less what they used */
@@ -184,6 +186,9 @@ int fx_marks_gone(struct fstx_domain *d);
 int fx_journal_hot(struct fstx_domain *d);
 /* Undo whatever the journal describes; 1 done, 0 nothing, <0 error. */
 int fx_recover_locked(struct fstx_domain *d);
+/* trans.c: fsync the objects of this handle's crash-only transactions of
+ * the undo way (d->debt); 0 or -errno */
+int fx_crash_only_pay(struct fstx_domain *d);
 
 /* ---- recover.c: the one recovery entry point (rules R1-R4) ---- */
 enum fx_recover_mode {

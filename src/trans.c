@@ -650,14 +650,15 @@ static int wants_undo(const struct plan *P)
 }
 
 /*
- * This handle committed crash-only transactions of the undo way, whose
- * changes no set names any more: the first durable commit after them
- * makes them durable too (fstx(7)), the one place a durable transaction
- * syncs the whole filesystem.  (The log's commit pays the same debt, wal.c.)
+ * This handle committed crash-only transactions of the undo way: their
+ * objects wait in d->debt, held open (a full set is flushed early, by the
+ * crash-only transaction that fills it).  The first durable commit after
+ * them (either way; the log's: wal.c W11), or fstx_sync(), fsyncs them:
+ * fstx(7)'s promise, without syncing the whole filesystem.
  */
-static int crash_only_debt(struct fstx_domain *d)
+int fx_crash_only_pay(struct fstx_domain *d)
 {
-	int r = fx_os.syncfs(d->root);
+	int r = fx_ss_flush(&d->debt);
 
 	if (r == 0)
 		d->nosync_undo = 0;
@@ -689,7 +690,10 @@ static long execute(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		fx_ss_init(&sset);
 		ss = &sset;
 	}
-	X.ss = ss;
+	/* crash-only: what it changes joins the handle's debt (fx_crash_only_pay()) */
+	X.ss = journaled && d->nosync ? &d->debt : ss;
+	if (journaled && d->nosync)
+		d->nosync_undo = 1;
 	X.fds = fx_malloc((ut->num_fds ? ut->num_fds : 1) * sizeof(int));
 	if (!X.fds) {
 		fx_ss_drop(ss);
@@ -718,7 +722,7 @@ static long execute(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		r = ret == 0 ? fx_ss_flush(ss) : 0;
 		fx_ss_drop(ss);
 		if (r == 0 && ret == 0 && d->nosync_undo)
-			r = crash_only_debt(d);
+			r = fx_crash_only_pay(d);
 		if (r < 0 && ret == 0) {
 			d->latched = r;
 			ret = r;
@@ -735,13 +739,18 @@ static long execute(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 			return rr < 0 ? rr : r;
 		}
 		/* Committed.  Garbage only from here; the next tx retries. */
-		if (d->nosync)
-			d->nosync_undo = 1; /* crash_only_debt() */
 		/* marks first, and their removal durable before the journal
 		 * can be empty: an empty journal with a mark is damage (rule
 		 * 1; the journal's new size may persist alone) */
 		if (fx_clean_scratch(d) == 0 && fx_marks_gone(d) == 0)
 			fx_journal_clear(d, 0);
+		/* crash-only: the debt ends with .fstx/ and the journal, in
+		 * that order (rule 1 again), so that its payment leaves the
+		 * journal as this transaction left it */
+		if (d->nosync) {
+			fx_ss_dir(&d->debt, d->meta);
+			fx_ss_file(&d->debt, d->jfd);
+		}
 	}
 	return 0;
 }

@@ -136,9 +136,12 @@
  *      before a transaction that takes the undo way of journal.c, which
  *      must not be replayed over; or fstx_recover()): help (W4), one
  *      fsync of each file a record of the log names, of each directory
- *      holding a new or removed name and of each new directory (every
- *      applied change durable in place; syncset.h: not syncfs, which would
- *      wait for every other process's dirty pages too), then a new header
+ *      holding a new or removed name, of each new directory and, when a
+ *      name moved to or from .fstx/wnew/, of that directory (a rename
+ *      between two directories is durable once both are; test_powerloss
+ *      power_loss_debt): every applied change durable in place
+ *      (syncset.h: not syncfs, which would wait for every other
+ *      process's dirty pages too); then a new header
  *      with a new salt and a hint with END = APPLIED = 1024 in one write,
  *      fdatasync(wal); then .fstx/wnew/ is emptied (no record names its
  *      files any more; one left by power loss is garbage).  A writer that
@@ -187,17 +190,22 @@
  *      not crash-only was appended since the last checkpoint (set by the
  *      append's hint write; without a hint of this boot it is assumed).
  *      A checkpoint because the log is full, while kept is 0, has no
- *      barrier: no syncfs, no fdatasync of the new header.  Nothing in
- *      the log was promised across power loss, and W6's order holds in
- *      the page cache.  It sets the hint's loose word: changes it dropped
- *      from the log are not durable in place.  While loose is set, the
- *      next durable transaction of the log syncs the filesystem (syncfs,
- *      under the lock, no group commit) in place of its record's
- *      fdatasync, which also makes the new header durable, and clears it;
- *      any other checkpoint (the undo way's, fstx_recover()) runs, with
- *      its barriers, even on an empty log.  So a durable commit still
- *      makes every earlier crash-only record of the log durable (fstx(7);
- *      crash-only transactions of the undo way: trans.c crash_only_debt()).
+ *      barrier: no fsync, no fdatasync of the new header.  Nothing in the
+ *      log was promised across power loss, and W6's order holds in the
+ *      page cache.  It lists the objects W6 would have fsynced in
+ *      .fstx/wdebt (wal_debt.c; a list that would pass W_CHUNK bytes makes
+ *      it a checkpoint with barriers instead) and sets the hint's loose
+ *      word: changes it dropped from the log are not durable in place.
+ *      While loose is set, the next durable transaction of the log fsyncs
+ *      every object listed, then fdatasyncs the log (under the lock, no
+ *      group commit), which also makes the new header durable, and clears
+ *      it; any other checkpoint (the undo way's, fstx_recover(),
+ *      fstx_sync()) runs, with its barriers and the list's, even on an
+ *      empty log.  So a durable commit still makes every earlier
+ *      crash-only record of the log durable (fstx(7); crash-only
+ *      transactions of the undo way: trans.c fx_crash_only_pay()), and
+ *      nothing syncs the whole filesystem.  test_wal loose_checkpoint,
+ *      test_powerloss power_loss_debt.
  * W12. A crash-only writer that finds the hint as it last wrote it (no
  *      other lock holder came between) and whose record is the first
  *      open one may leave the hint saying busy over its record after
@@ -478,6 +486,8 @@ static int sync_entry(struct fstx_domain *d, const struct went *e,
 
 	(void)name;
 	(void)data;
+	if (W_IS_NAME(e->kind) && e->kind != W_MKDIR)
+		*(int *)v->arg = 1; /* a rename to or from .fstx/wnew/ */
 	if (W_IS_NAME(e->kind))
 		return sync_name(d, e, path, v->ss);
 	if (fx_ss_has(v->ss, fx_w_ino(d, e->ino)))
@@ -499,12 +509,15 @@ static int sync_entry(struct fstx_domain *d, const struct went *e,
 
 /*
  * W6: make durable in place every file a record of the log names, one
- * fsync each (syncset.h), never the whole filesystem.
+ * fsync each (syncset.h), never the whole filesystem; and .fstx/wnew/
+ * when a record moved a name to or from it (a rename between two
+ * directories is durable once both are).
  */
 static int wal_sync_named(struct fstx_domain *d)
 {
 	struct fx_syncset ss;
-	struct wvisit v = { .fn = sync_entry, .ss = &ss };
+	int staged = 0;
+	struct wvisit v = { .fn = sync_entry, .ss = &ss, .arg = &staged };
 	struct wrec h;
 	int r = 0;
 
@@ -514,6 +527,11 @@ static int wal_sync_named(struct fstx_domain *d)
 		if ((r = fx_w_rec_head(d, off, &h)) < 0)
 			break;
 		r = fx_w_rec_walk(d, off, &h, &v);
+	}
+	if (r == 0 && staged) {
+		int fd = fx_open(d, W_WNEW, O_RDONLY | O_DIRECTORY, 0);
+
+		fx_ss_take(&ss, fd == -ENOENT ? -1 : fd);
 	}
 	if (r < 0) {
 		fx_ss_drop(&ss);
@@ -537,8 +555,10 @@ static int checkpoint(struct fstx_domain *d, int loose_ok)
 	if (helped < 0)
 		return helped;
 	loose = loose_ok && !d->wal_kept;
-	if (!loose && (r = d->wal_loose ? fx_os.syncfs(d->root) /* W11 */
-				       : wal_sync_named(d)) < 0) {
+	if (loose && fx_w_debt_note(d) != 0)
+		loose = 0; /* too much to list, or no list: the barriers */
+	if (!loose && ((r = d->wal_loose ? fx_w_debt_pay(d) : 0) < 0 || /* W11 */
+		       (r = wal_sync_named(d)) < 0)) {
 		d->latched = r;
 		return r;
 	}
@@ -558,6 +578,22 @@ int fx_wal_checkpoint(struct fstx_domain *d)
 }
 
 /* ---- commit ------------------------------------------------------------ */
+
+/*
+ * W11: a durable commit after crash-only transactions whose changes no
+ * record holds any more: fsync their objects (this handle's of the undo
+ * way, trans.c; those a loose checkpoint listed), then the log, which
+ * also makes a loose checkpoint's header durable.  Under the lock, no
+ * group commit.
+ */
+static int pay_debts(struct fstx_domain *d)
+{
+	int r = d->nosync_undo ? fx_crash_only_pay(d) : 0;
+
+	if (r == 0 && d->wal_loose)
+		r = fx_w_debt_pay(d);
+	return r < 0 ? r : fx_os.fdatasync(d->wal);
+}
 
 /*
  * The handle keeps the files of its recent log transactions open (FX_FDC
@@ -1162,7 +1198,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		/* W11: and what the last checkpoint left; or this handle's
 		 * crash-only transactions of the undo way (trans.c) */
 		if (debt)
-			rs = fx_os.syncfs(d->root);
+			rs = pay_debts(d);
 		else if (!share)
 			rs = fx_os.fdatasync(d->wal);
 		else {

@@ -13,6 +13,7 @@
  *   wal_note.c   the notes of .fstx/walsync: the hint and the state words
  *                (W2, W4, W5, W8, W9, W11, W12)
  *   wal_group.c  group commit (W3): one barrier for many writers
+ *   wal_debt.c   what a checkpoint without barriers leaves unsynced (W11)
  */
 #ifndef FSTX_WAL_INT_H
 #define FSTX_WAL_INT_H
@@ -97,6 +98,7 @@ struct wvisit {
 	unsigned char *buf;       /* W_CHUNK bytes */
 	struct fx_syncset *ss;    /* wal.c wal_sync_named() */
 	uint64_t off;             /* the record's offset (fx_w_rec_walk()) */
+	void *arg;                /* the visitor's own (wal_debt.c) */
 };
 
 /* ---- wal_rec.c: the format ------------------------------------------- */
@@ -163,5 +165,11 @@ long fx_w_apply_all(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 
 /* ---- wal_group.c: group commit ---------------------------------------- */
 int fx_w_group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end);
+
+/* ---- wal_debt.c: W11 -------------------------------------------------- */
+/* List the objects the records name: 0, 1 too many (sync them), -errno. */
+int fx_w_debt_note(struct fstx_domain *d);
+/* Fsync the objects listed, then empty the list: 0 or -errno. */
+int fx_w_debt_pay(struct fstx_domain *d);
 
 #endif

@@ -98,7 +98,29 @@ static int w_close(int fd)
 	return g ? g : r;
 }
 
-static int w_fsync(int fd) { fo.barriers++; fo.fsyncs++; int g = gate_n("fsync"); if (g) return g; int r = fx_os_libc.fsync(fd); after(); return r; }
+static int w_fsync(int fd)
+{
+	struct stat st;
+	int g, r;
+
+	fo.barriers++;
+	fo.fsyncs++;
+	if ((g = gate_n("fsync")))
+		return g;
+	if (fo.nsynced < 64 && fx_os_libc.fstat(fd, &st) == 0)
+		fo.synced[fo.nsynced++] = st.st_ino;
+	r = fx_os_libc.fsync(fd);
+	after();
+	return r;
+}
+
+int fo_synced(unsigned long long ino)
+{
+	for (long k = 0; k < fo.nsynced; k++)
+		if (fo.synced[k] == ino)
+			return 1;
+	return 0;
+}
 static int w_fdatasync(int fd) { fo.barriers++; fo.fdatasyncs++; int g = gate_n("fdatasync"); if (g) return g; int r = fx_os_libc.fdatasync(fd); after(); return r; }
 static int w_writeback(int fd) { int g = gate_n("writeback"); if (g) return g; int r = fx_os_libc.writeback(fd); after(); return r; }
 static int w_syncfs(int fd) { fo.barriers++; fo.syncfses++; int g = gate_n("syncfs"); if (g) return g; int r = fx_os_libc.syncfs(fd); after(); return r; }

@@ -21,6 +21,8 @@ struct fo_state {
 	long calls;     /* calls seen */
 	long barriers;  /* fsync + fdatasync + syncfs calls seen */
 	long fsyncs, fdatasyncs, syncfses;
+	unsigned long long synced[64]; /* inodes of the first fsyncs */
+	long nsynced;
 	int trace;      /* FO_TRACE set: print every call */
 	void (*hook)(void *arg);
 	void *hook_arg;
@@ -35,5 +37,7 @@ struct fo_state {
 extern struct fo_state fo;
 void fo_install(enum fo_mode mode, long at, int err);
 void fo_remove(void);
+/* 1 if an fsync since fo_install() was of inode ino (among the first 64). */
+int fo_synced(unsigned long long ino);
 
 #endif

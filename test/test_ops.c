@@ -485,41 +485,69 @@ static void clonerange_paths(void **state)
  */
 /*
  * A durable commit makes the handle's earlier crash-only transactions of
- * the undo way durable too (fstx(7)): nothing names their objects any
- * more, so it syncs the filesystem, once; the one after it does not.  The
- * log's commit pays the same debt.
+ * the undo way durable too (fstx(7)): it fsyncs the objects they changed,
+ * held open since (trans.c fx_crash_only_pay()), never the whole
+ * filesystem; the one after it has nothing left to pay.  The log's commit
+ * and the undo way's pay the same debt.
  */
-static long syncfs_of(fstx_domain *h, const char *text)
+static long fsyncs_of(fstx_domain *h, const char *text, unsigned long long ino,
+		      int *synced)
 {
+	long n;
+
 	fo_install(FO_COUNT, 0, 0);
 	assert_int_equal(tx_text_h(h, text), 0);
 	fo_remove();
-	return fo.syncfses;
+	assert_int_equal(fo.syncfses, 0);
+	*synced = fo_synced(ino);
+	n = fo.fsyncs;
+	return n;
+}
+
+static unsigned long long ino_of(const char *dir, const char *name)
+{
+	char p[512];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	assert_int_equal(lstat(p, &st), 0);
+	return st.st_ino;
 }
 
 static void crash_only_then_durable(void **state)
 {
 	char *dir = t_mkdomain();
+	unsigned long long c;
 	fstx_domain *h;
+	int synced;
 
 	(void)state;
 	t_populate(dir);
 	assert_int_equal(fstx_domain_open(dir, &h), 0);
 	/* a rename of a new directory: the undo way (wal.c W1) */
-	assert_int_equal(syncfs_of(h, "option crash-only\nmkdir c1 0755\n"
-				      "rename c1 c1b\n"), 0);
-	assert_int_equal(syncfs_of(h, "mkdir d1 0755\n"), 1);
-	assert_int_equal(syncfs_of(h, "mkdir d2 0755\n"), 0);
-	assert_int_equal(syncfs_of(h, "option crash-only\nmkdir c2 0755\n"
-				      "rename c2 c2b\n"), 0);
-	assert_int_equal(syncfs_of(h, "option wal\nopen 0 a O_WRONLY\n"
-				      "pwrite 0 \"w\" 0\n"), 1);
-	assert_int_equal(syncfs_of(h, "option wal\nopen 0 a O_WRONLY\n"
-				      "pwrite 0 \"v\" 0\n"), 0);
+	assert_int_equal(fsyncs_of(h, "option crash-only\nmkdir d/c1 0755\n"
+				      "rename d/c1 d/c1b\n", 0, &synced), 0);
+	c = ino_of(dir, "d"); /* what it changed: the names in d */
+	/* the log's commit: d, then its record */
+	assert_true(fsyncs_of(h, "mkdir d1 0755\n", c, &synced) >= 1);
+	assert_true(synced);
+	assert_int_equal(fsyncs_of(h, "mkdir d2 0755\n", c, &synced), 0);
+	assert_false(synced);
+	/* (its checkpoint of the log fsyncs what the log names, not d) */
+	fsyncs_of(h, "option crash-only\nmkdir d/c2 0755\nrename d/c2 d/c2b\n",
+		  c, &synced);
+	assert_false(synced);
+	/* the undo way's commit pays it too */
+	assert_true(fsyncs_of(h, "rename d2 d2b\n", c, &synced) >= 2);
+	assert_true(synced);
+	assert_true(fsyncs_of(h, "option wal\nopen 0 a O_WRONLY\n"
+				 "pwrite 0 \"v\" 0\n", c, &synced) >= 0);
+	assert_false(synced);
 	/* crash-only through the log: its records ride the log's barrier */
-	assert_int_equal(syncfs_of(h, "option crash-only\noption wal\n"
-				      "open 0 a O_WRONLY\npwrite 0 \"u\" 0\n"), 0);
-	assert_int_equal(syncfs_of(h, "mkdir d3 0755\n"), 0);
+	assert_int_equal(fsyncs_of(h, "option crash-only\noption wal\n"
+				      "open 0 a O_WRONLY\npwrite 0 \"u\" 0\n",
+				   0, &synced), 0);
+	assert_int_equal(fsyncs_of(h, "mkdir d3 0755\n", 0, &synced), 0);
 	fstx_domain_close(h);
 	t_rmtree(dir);
 	free(dir);

@@ -53,6 +53,7 @@
 #include "corpus.h"
 #include "faultos.h"
 #include "txrun.h"
+#include "wal.h"
 
 #define STATES 20
 #define DIE(what) do { fprintf(stderr, "powerloss: %s: %s (line %d)\n", what, strerror(errno), __LINE__); abort(); } while (0)
@@ -734,6 +735,48 @@ static void crash_now(void)
 	_exit(0);
 }
 
+/*
+ * Run tx on one handle of d: transactions separated by a line "---"; a
+ * part that starts with "#loose" runs with a log that every record fills
+ * (its checkpoints without barriers, wal.c W11); a part "#checkpoint" is
+ * fstx_recover(), which checkpoints the log (W6).  0 when every one
+ * committed.
+ */
+static long run_parts(const char *d, const char *tx)
+{
+	char *all = strdup(tx), *part = all, *next;
+	uint64_t saved = fx_wal_max;
+	fstx_domain *h;
+	long r;
+
+	if (!all)
+		DIE("fatal");
+	if (!strstr(tx, "---\n")) {
+		free(all);
+		return tx_text(d, tx, NULL);
+	}
+	if ((r = fstx_domain_open(d, &h)) < 0) {
+		free(all);
+		return r;
+	}
+	for (; part && r == 0; part = next) {
+		if ((next = strstr(part, "---\n"))) {
+			*next = 0;
+			next += 4;
+		}
+		if (!strncmp(part, "#loose\n", 7))
+			fx_wal_max = 1;
+		if (!strcmp(part, "#checkpoint\n"))
+			r = fstx_recover(h) < 0 ? -1 : 0;
+		else
+			r = tx_text_h(h, part);
+		fx_wal_max = saved;
+	}
+	fstx_domain_close(h);
+	free(all);
+	return r;
+}
+
 /* Child: run tx, crash before barrier b (-1: after it returned). */
 static void crash_child(const char *d, const char *tx, long b, int fd, int st)
 {
@@ -752,7 +795,7 @@ static void crash_child(const char *d, const char *tx, long b, int fd, int st)
 		DIE("stash");
 	free(s);
 	install();
-	pl.committed = tx_text(d, tx, NULL) == 0;
+	pl.committed = run_parts(d, tx) == 0;
 	crash_now();
 }
 
@@ -765,7 +808,10 @@ static int states_per_point(void)
 	return n > 0 && n < 1000000 ? (int)n : STATES;
 }
 
-static void pl_run(char *const *cx_, size_t ntx, const char *label)
+/* after_only: crash only once the transactions returned (every state
+ * must then be the after state) */
+static void pl_run_at(char *const *cx_, size_t ntx, const char *label,
+		      int after_only)
 {
 	long points = 0, states = 0, bad = 0;
 	int nstates = states_per_point();
@@ -787,7 +833,7 @@ static void pl_run(char *const *cx_, size_t ntx, const char *label)
 			char *d2 = t_mkdomain();
 
 			t_populate(d2);
-			tx_text(d2, cx_[c], NULL);
+			run_parts(d2, cx_[c]);
 			nb = fo.barriers;
 			fo_remove();
 			after = t_snapshot(d2);
@@ -796,7 +842,7 @@ static void pl_run(char *const *cx_, size_t ntx, const char *label)
 		}
 		pl.before = before;
 		pl.after = after;
-		for (long b = 1; b <= nb + 1; b++) {
+		for (long b = after_only ? nb + 1 : 1; b <= nb + 1; b++) {
 			points++;
 			for (int k = 0; k < nstates; k++) {
 				int fds[2], st;
@@ -837,6 +883,11 @@ static void pl_run(char *const *cx_, size_t ntx, const char *label)
 	       "%ld before-or-after, %ld torn\n", label, ntx, points, states,
 	       states - bad, bad);
 	assert_int_equal(bad, 0);
+}
+
+static void pl_run(char *const *cx_, size_t ntx, const char *label)
+{
+	pl_run_at(cx_, ntx, label, 0);
 }
 
 static void power_loss(void **state)
@@ -900,6 +951,43 @@ static void power_loss_fsync(void **state)
 	       "power-loss fsync");
 }
 
+/*
+ * Crash-only transactions, then a durable one on the same handle: once it
+ * returned, power loss keeps every crash-only change too (fstx(7)).  The
+ * undo way's objects are fsynced from the handle's debt (trans.c
+ * fx_crash_only_pay()); the log's crash-only records ride its barrier, or,
+ * dropped by checkpoints without barriers, are listed and fsynced (wal.c
+ * W11).  Never syncfs.  And what a checkpoint leaves in place stays.
+ */
+static const char *const debt_tx[] = {
+	/* the undo way, then a durable commit of the log */
+	"option crash-only\nmkdir d/n\nrename d/n d/n2\n"
+	"open 0 d/n2/f O_WRONLY|O_CREAT\npwrite 0 \"x\" 0\nclose 0\n"
+	"rename b b2\nsetxattr big user.k \"crash\"\n---\n"
+	"open 0 a O_WRONLY\npwrite 0 \"durable\" 0\n",
+	/* the log's crash-only records, recycled without barriers */
+	"#loose\noption crash-only\nopen 0 a O_WRONLY\npwrite 0 \"one\" 0\n"
+	"open 1 d/c O_WRONLY\npwrite 1 \"c1\" 0\n---\n"
+	"#loose\noption crash-only\nopen 0 d/new O_WRONLY|O_CREAT\n"
+	"pwrite 0 \"nn\" 0\nmkdir d/e/nd\nunlink old\n---\n"
+	"open 0 big O_WRONLY\npwrite 0 \"D\" 0\n",
+	/* a durable commit of the log, then its checkpoint (wal.c W6): the
+	 * names it moved to and from .fstx/wnew/ stay */
+	"open 0 d/new2 O_WRONLY|O_CREAT\npwrite 0 \"q\" 0\nunlink old\n"
+	"---\n#checkpoint\n",
+	/* both, then a durable commit of the undo way */
+	"option crash-only\nrename d/c d/c3\n---\n"
+	"#loose\noption crash-only\nopen 0 b O_WRONLY\npwrite 0 \"bb\" 2\n---\n"
+	"rename a a2\n",
+};
+
+static void power_loss_debt(void **state)
+{
+	(void)state;
+	pl_run_at((char **)debt_tx, sizeof(debt_tx) / sizeof(debt_tx[0]),
+		  "power-loss crash-only debt", 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -907,8 +995,11 @@ int main(void)
 		cmocka_unit_test(power_loss_wal),
 		cmocka_unit_test(power_loss_rollback),
 		cmocka_unit_test(power_loss_fsync),
+		cmocka_unit_test(power_loss_debt),
 	};
 
 	corpus_load();
+	if (getenv("FSTX_TEST_ONLY")) /* one test by name (a glob) */
+		cmocka_set_test_filter(getenv("FSTX_TEST_ONLY"));
 	return cmocka_run_group_tests_name("powerloss", tests, NULL, NULL);
 }

@@ -351,8 +351,9 @@ static void checkpoint_by_size(void **state)
 
 /*
  * W11: a log that holds only crash-only records is recycled without a
- * barrier; the next durable transaction then syncs the filesystem, not
- * the log alone.  A log that holds a durable record keeps its barriers.
+ * barrier, its objects listed in .fstx/wdebt; the next durable transaction
+ * then fsyncs them (never the whole filesystem) before its record.  A log
+ * that holds a durable record keeps its barriers.
  */
 /* W11's two kinds of transaction: crash-only on a, durable on b. */
 static const char crash[] = "option crash-only\noption wal\n"
@@ -372,6 +373,16 @@ static long count_tx(fstx_domain *h, const char *text, long *syncfses)
 	return b;
 }
 
+static unsigned long long ino_at(const char *d, const char *name)
+{
+	char p[PATH_MAX];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/%s", d, name);
+	assert_int_equal(lstat(p, &st), 0);
+	return st.st_ino;
+}
+
 static void loose_checkpoint(void **state)
 {
 	char *d = t_fresh();
@@ -388,9 +399,15 @@ static void loose_checkpoint(void **state)
 		assert_int_equal(fx_wal_bytes(h), 0); /* checkpointed */
 	}
 	fx_wal_max = saved;
-	/* the first durable one covers what those checkpoints left unsynced */
-	assert_int_equal(count_tx(h, durable, &sf), 1);
-	assert_int_equal(sf, 1);
+	/* the first durable one covers what those checkpoints left unsynced:
+	 * a (listed), then its record */
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(tx_text_h(h, durable), 0);
+	fo_remove();
+	assert_int_equal(fo.syncfses, 0);
+	assert_int_equal(fo.fsyncs, 1);
+	assert_true(fo_synced(ino_at(d, "a")));
+	assert_int_equal(fo.fdatasyncs, 1);
 	assert_int_equal(count_tx(h, durable, &sf), 1);
 	assert_int_equal(sf, 0);
 	/* a crash-only record behind a durable one: the checkpoint fsyncs
@@ -406,9 +423,10 @@ static void loose_checkpoint(void **state)
 	fx_wal_max = saved;
 	fo_install(FO_COUNT, 0, 0);
 	assert_int_equal(tx_text_h(h, "rename old old2\n"), 0);
-	assert_int_equal(fo.syncfses, 1); /* the checkpoint's */
-	assert_true(fo.fsyncs >= 1);      /* then the journal's barrier 2 */
 	fo_remove();
+	assert_int_equal(fo.syncfses, 0);
+	assert_true(fo_synced(ino_at(d, "a"))); /* the checkpoint pays */
+	assert_true(fo.fsyncs >= 2);            /* then the journal's barrier 2 */
 	fstx_domain_close(h);
 	expect_prefix(d, "a", "cccccc", 6);
 	expect_prefix(d, "b", "DDavo", 5);
@@ -416,12 +434,12 @@ static void loose_checkpoint(void **state)
 }
 
 /*
- * W11's syncfs fails (EIO): the durable transaction after a loose
- * checkpoint returns the error, changes nothing in place and latches its
- * handle; the hint still says loose, so the next durable transaction (a
- * new handle) syncs the filesystem again, and commits.
+ * W11's fsync of a listed object fails (EIO): the durable transaction
+ * after a loose checkpoint returns the error, changes nothing in place and
+ * latches its handle; the hint still says loose and the list stays, so the
+ * next durable transaction (a new handle) fsyncs it again, and commits.
  */
-static int syncfs_eio(int fd)
+static int fsync_eio(int fd)
 {
 	(void)fd;
 	return -EIO;
@@ -441,15 +459,15 @@ static void loose_sync_fails(void **state)
 	assert_int_equal(tx_text_h(h, crash), 0);
 	assert_int_equal(tx_text_h(h, crash), 0); /* a loose checkpoint */
 	fx_wal_max = saved;
-	fx_os.syncfs = syncfs_eio;
+	fx_os.fsync = fsync_eio; /* a's, listed by the loose checkpoint */
 	assert_int_equal(tx_text_h(h, durable), -EIO);
 	fx_os = fx_os_libc;
 	assert_int_equal(tx_text_h(h, durable), -EIO); /* latched */
 	fstx_domain_close(h);
 	expect_prefix(d, "b", "bbbbbb", 6);
 	assert_int_equal(fstx_domain_open(d, &h), 0);
-	assert_int_equal(count_tx(h, durable, &sf), 1);
-	assert_int_equal(sf, 1); /* still loose: the filesystem is synced */
+	assert_int_equal(count_tx(h, durable, &sf), 2);
+	assert_int_equal(sf, 0); /* still loose: a is fsynced, then the log */
 	fstx_domain_close(h);
 	expect_prefix(d, "b", "DDbbbb", 6);
 	expect_prefix(d, "a", "cccccc", 6);
