@@ -32,9 +32,10 @@ static const char *const wal_tx[] = {
 	"option wal\ntruncate big 300\nopen 0 d/c O_WRONLY|O_TRUNC\npwrite 0 \"cee\" 0\n"
 	"close 0\nopen 0 b O_WRONLY\npwrite 0 \"bee\" 2\n",
 	"option wal\nsetxattr d/e/f user.x \"xattr value\"\ntruncate a 2\n",
-	/* name entries: a new directory, a new file, a removal */
+	/* name entries: a new directory, a new file, a removal, a new
+	 * symlink renamed over an old one */
 	"mkdir nd 0750\nopen 2 nd/f O_WRONLY|O_CREAT|O_EXCL 0600\npwrite 2 \"new\" 0\n"
-	"close 2\nunlink old\n",
+	"close 2\nunlink old\nsymlink nd/f ln replace\n",
 };
 #define NWAL (sizeof(wal_tx) / sizeof(wal_tx[0]))
 

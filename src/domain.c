@@ -234,11 +234,30 @@ int fx_dir_each(int fd, int (*cb)(int fd, const char *name, void *arg),
 
 static int remove_entry(int fd, const char *name, void *arg)
 {
-	int r = fx_os.unlinkat(fd, name, 0);
-
 	(void)arg;
+	return fx_clean_tree(fd, name);
+}
+
+/*
+ * Remove entry name of directory dfd, and what it holds: scratch of fstx
+ * only (.fstx/wnew/'s staged directories hold files, wal.c W2).
+ */
+int fx_clean_tree(int dfd, const char *name)
+{
+	int r = fx_os.unlinkat(dfd, name, 0), fd;
+
 	if (r == -EISDIR || r == -EPERM)
-		r = fx_os.unlinkat(fd, name, AT_REMOVEDIR);
+		r = fx_os.unlinkat(dfd, name, AT_REMOVEDIR);
+	if (r == -ENOTEMPTY || r == -EEXIST) {
+		fd = fx_os.openat2(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0,
+				   FX_RESOLVE);
+		if (fd < 0)
+			return fd;
+		r = fx_dir_each(fd, remove_entry, NULL);
+		fx_os.close(fd);
+		if (r == 0)
+			r = fx_os.unlinkat(dfd, name, AT_REMOVEDIR);
+	}
 	return r == -ENOENT ? 0 : r;
 }
 

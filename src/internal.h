@@ -117,6 +117,8 @@ int fx_unwedge(struct fstx_domain *d);
 int fx_clean_scratch(struct fstx_domain *d);
 /* Empty .fstx/wnew/, the log's staging of new files (wal.c W6). */
 int fx_clean_wnew(struct fstx_domain *d);
+/* Remove entry name of dfd, a directory with what it holds too. */
+int fx_clean_tree(int dfd, const char *name);
 /* Call cb for each entry of directory fd but . and ..; stops at non-0. */
 int fx_dir_each(int fd, int (*cb)(int fd, const char *name, void *arg),
 		void *arg);

@@ -501,11 +501,11 @@ static int under_meta(const char *p, const char *area)
 }
 
 /*
- * W1: the name steps the log takes: new files and directories made in
- * staging and moved to a name no object held (a new file may move on,
- * by rename, a directory not), and initial objects removed (unlink, or
- * replaced by a rename): moved to trash.  Nothing else: no link,
- * symlink, exchange, rmdir, nor a rename of an object of the tree.
+ * W1: the name steps the log takes: new files, symlinks and directories
+ * made in staging and moved to a name no object held (a new file or
+ * symlink may move on, by rename, a directory not), and initial objects
+ * removed (unlink, or replaced by a rename): moved to trash.  Nothing
+ * else: no link, exchange, rmdir, nor a rename of an object of the tree.
  */
 static int wal_steps_ok(const struct plan *P)
 {
@@ -522,12 +522,16 @@ static int wal_steps_ok(const struct plan *P)
 			if (s->newid <= 0 || op != BTRFS_IOC_UT_OP_MKDIR)
 				return 0;
 			break;
+		case FX_ST_SYMLINK:
+			if (s->newid <= 0 || op != FSTX_OP_SYMLINK || !s->aux)
+				return 0;
+			break;
 		case FX_ST_MOVE:
 			if (s->newid > 0) { /* a new object: from staging, or on */
 				uint32_t kind = made_by(P, s->newid);
 
 				if (under_meta(s->dst, FX_META) ||
-				    (kind != FX_ST_MKFILE &&
+				    (kind != FX_ST_MKFILE && kind != FX_ST_SYMLINK &&
 				     (kind != FX_ST_MKDIR || !under_meta(s->src, FX_NEW))))
 					return 0;
 			} else if (!s->ino || !under_meta(s->dst, FX_TRASH) ||
@@ -589,6 +593,7 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 			wr[a[0]] = 0;
 			break;
 		case BTRFS_IOC_UT_OP_MKDIR: /* names: wal_steps_ok() */
+		case FSTX_OP_SYMLINK:
 		case BTRFS_IOC_UT_OP_UNLINK:
 		case FSTX_OP_RENAME:
 			break;

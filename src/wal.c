@@ -21,9 +21,10 @@
  *      every op predicted to succeed (no FAIL_ON fires), at most
  *      fx_wal_large bytes of data (more is cheaper the undo way), nothing
  *      past FX_WAL_MAX_OFF (replay refuses entries that are), its name
- *      steps only new files (open O_CREAT of an absent name; a new file
- *      may then be renamed, also over an old one), new directories
- *      (mkdir), and removals (unlink, or the old file a rename replaces) of
+ *      steps only new files (open O_CREAT of an absent name) and new
+ *      symlinks (either may then be renamed, also over an old one), new
+ *      directories (mkdir), and removals (unlink, or the old file a rename
+ *      replaces) of
  *      objects of the tree that are not directories and have no other name
  *      (st_nlink 1) and that it does not write; its other changes pwrites
  *      at fixed offsets into existing or new regular files, truncates of
@@ -54,13 +55,21 @@
  *      flushes data only, not the file's size.
  *      A new file is made before its record, empty, as a staged file
  *      .fstx/wnew/SALT-OFFSET-STEP (a name no other record uses), so that
- *      the record names its inode; its data, size and xattrs are entries
+ *      the record names its inode (a new symlink too, with its target,
+ *      which its entry holds); its data, size and xattrs are entries
  *      of the record like any other, naming it by the name the transaction
- *      leaves it at.  After the barrier (W4) removed names are renamed to
+ *      leaves it at.  A new directory that holds no other new directory
+ *      is staged too, as a directory .fstx/wnew/SALT-OFFSET-STEP made
+ *      before the record, and the new files and symlinks made right in it
+ *      are made in it under their own names (staged as
+ *      .fstx/wnew/SALT-OFFSET-STEP/NAME; one whose staged name would pass
+ *      W_NAME_MAX bytes is staged alone), so that one rename puts them all
+ *      in place (batch_dirs(); test_wal names_dir_batch).  After the
+ *      barrier (W4) removed names are renamed to
  *      .fstx/wnew/SALT-OFFSET-STEP too, where their objects live until the
  *      checkpoint (W6), so that no inode number a record names is reused
- *      meanwhile; then new directories are made at their names and the
- *      staged files renamed to theirs.
+ *      meanwhile; then new directories are made at their names (a staged
+ *      one renamed there) and the staged files renamed to theirs.
  *  W3. Commit: under the lock the record is written whole at the log's
  *      end (open: no state word, W2) and the hint's END moves past it;
  *      then the lock is dropped for fdatasync(wal), the commit point and
@@ -119,12 +128,16 @@
  *      A name entry is replayed by what is there (fx_w_name_apply()): a
  *      new file's name holding its inode is done; else its staged file is
  *      renamed there; a staged file lost with its name (neither was
- *      durable) is made again, empty, and linked there under its staged
+ *      durable) is made again, empty (a symlink: with the target of its
+ *      entry; test_wal names_symlink), and linked there under its staged
  *      name too, which keeps that link until the checkpoint that recovery
  *      then runs (W6), so that a replay cut short and run again knows the
  *      new inode for the record's own (d->wal_remap, also for later
- *      entries naming that inode).  A directory is known by its name and
- *      kind.  Any other object at a new name is -ESTALE (test_wal
+ *      entries naming that inode; a file of a staged directory that power
+ *      loss took is made again in that directory, made again as well).
+ *      A directory is known by its name and kind; a staged one whose name
+ *      is free is its staged directory renamed there, if that is still in
+ *      .fstx/wnew/, else made again.  Any other object at a new name is -ESTALE (test_wal
  *      names_replay_lost).  A removal is done when its name holds another
  *      inode or none.  Entries on an inode that a later record removes are
  *      skipped (whatever they leave is moot, and its name may hold a later
@@ -486,7 +499,7 @@ static int sync_entry(struct fstx_domain *d, const struct went *e,
 
 	(void)name;
 	(void)data;
-	if (W_IS_NAME(e->kind) && e->kind != W_MKDIR)
+	if (W_IS_NAME(e->kind) && e->nlen)
 		*(int *)v->arg = 1; /* a rename to or from .fstx/wnew/ */
 	if (W_IS_NAME(e->kind))
 		return sync_name(d, e, path, v->ss);
@@ -645,7 +658,8 @@ struct tfds {
  * (salt, offset, step). */
 static void stage_name(struct fstx_domain *d, struct wname *w, size_t k)
 {
-	snprintf(w->stage, sizeof(w->stage), W_WNEW "%016llx-%llx-%zu",
+	w->stage = w->sbuf;
+	snprintf(w->sbuf, sizeof(w->sbuf), W_WNEW "%016llx-%llx-%zu",
 		 (unsigned long long)d->wal_salt, (unsigned long long)d->wal_end, k);
 }
 
@@ -660,8 +674,8 @@ static const char *final_name(const struct plan *P, int newid)
 	return p;
 }
 
-/* After nm[0..n): the new objects that steps of kind (MKDIR, MKFILE)
- * make, at their final names; the new count. */
+/* After nm[0..n): the new objects that steps of kind (MKDIR, MKFILE,
+ * SYMLINK) make, at their final names; the new count. */
 static size_t names_made(struct fstx_domain *d, const struct plan *P,
 			 uint32_t kind, struct wname *nm, size_t n)
 {
@@ -670,11 +684,15 @@ static size_t names_made(struct fstx_domain *d, const struct plan *P,
 
 		if (s->kind != kind)
 			continue;
-		nm[n] = (struct wname){ .kind = kind == FX_ST_MKDIR ? W_MKDIR : W_NEWF,
-					.mode = s->mode, .op = s->op,
+		nm[n] = (struct wname){ .kind = kind == FX_ST_MKDIR ? W_MKDIR :
+						kind == FX_ST_SYMLINK ? W_SYMLINK : W_NEWF,
+					.mode = s->mode, .op = s->op, .dir = -1,
+					.target = s->aux,
 					.path = final_name(P, s->newid) };
-		if (kind == FX_ST_MKFILE)
+		nm[n].stage = nm[n].sbuf; /* "" for a directory made in place */
+		if (kind != FX_ST_MKDIR)
 			stage_name(d, &nm[n], k);
+		nm[n].step = k;
 		n++;
 	}
 	return n;
@@ -682,8 +700,9 @@ static size_t names_made(struct fstx_domain *d, const struct plan *P,
 
 /*
  * The name entries of plan P (W1: removals of initial objects, new
- * directories, new files at their final names), in that order and each
- * kind in step order, into nm (at most P->nsteps); their number.
+ * directories, new files, new symlinks at their final names), in that
+ * order and each kind in step order, into nm (at most P->nsteps); their
+ * number.
  */
 static size_t names_of(struct fstx_domain *d, const struct plan *P,
 		       struct wname *nm)
@@ -696,11 +715,103 @@ static size_t names_of(struct fstx_domain *d, const struct plan *P,
 		if (s->kind != FX_ST_MOVE || s->newid)
 			continue;
 		nm[n] = (struct wname){ .kind = W_UNLINK, .path = s->src,
-					.ino = s->ino, .op = s->op };
+					.ino = s->ino, .op = s->op, .dir = -1 };
 		stage_name(d, &nm[n++], k);
 	}
 	n = names_made(d, P, FX_ST_MKDIR, nm, n);
-	return names_made(d, P, FX_ST_MKFILE, nm, n);
+	n = names_made(d, P, FX_ST_MKFILE, nm, n);
+	return names_made(d, P, FX_ST_SYMLINK, nm, n);
+}
+
+/* 1 if path p lies in directory dir (any depth). */
+static int is_under(const char *p, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return !strncmp(p, dir, n) && p[n] == '/';
+}
+
+/* 1 if path p's parent is dir. */
+static int parent_is(const char *p, const char *dir)
+{
+	return is_under(p, dir) && !strchr(p + strlen(dir) + 1, '/');
+}
+
+/*
+ * W2: a new directory that holds no other new directory is made staged,
+ * .fstx/wnew/SALT-OFFSET-STEP, and the new files and symlinks made right
+ * in it are made in the staged directory under their names, so that one
+ * rename after the barrier puts them all in place.  -ENOMEM, else 0.
+ */
+static int batch_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm)
+{
+	for (size_t k = 0; k < nnm; k++) {
+		struct wname *w = &nm[k];
+		size_t j, kids = 0;
+
+		if (w->kind != W_MKDIR || !w->path)
+			continue;
+		for (j = 0; j < nnm; j++)
+			if (nm[j].path && nm[j].kind == W_MKDIR && is_under(nm[j].path, w->path))
+				break;
+		if (j < nnm)
+			continue; /* a new directory in it: made in place */
+		for (j = 0; j < nnm; j++)
+			kids += W_IS_STAGED(nm[j].kind) && nm[j].path &&
+				parent_is(nm[j].path, w->path);
+		if (!kids)
+			continue;
+		stage_name(d, w, w->step);
+		for (j = 0; j < nnm; j++) {
+			const char *leaf;
+
+			if (!W_IS_STAGED(nm[j].kind) || !nm[j].path ||
+			    !parent_is(nm[j].path, w->path))
+				continue;
+			leaf = nm[j].path + strlen(w->path) + 1;
+			if (strlen(w->stage) + 1 + strlen(leaf) > W_NAME_MAX)
+				continue; /* staged alone, renamed after it */
+			if (asprintf(&nm[j].stage, "%s/%s", w->stage, leaf) < 0) {
+				nm[j].stage = nm[j].sbuf;
+				return -ENOMEM;
+			}
+			nm[j].dir = (long)k;
+		}
+	}
+	return 0;
+}
+
+static void free_stages(struct wname *nm, size_t cap)
+{
+	for (size_t k = 0; nm && k < cap; k++)
+		if (nm[k].stage && nm[k].stage != nm[k].sbuf)
+			free(nm[k].stage);
+}
+
+/*
+ * The staged directories (W2), before the files made in them.  One there
+ * already is garbage of a transaction cut short at this offset.
+ */
+static int stage_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm)
+{
+	for (size_t k = 0; k < nnm; k++) {
+		struct wname *w = &nm[k];
+		const char *n;
+		int dfd, r;
+
+		if (w->kind != W_MKDIR || !*w->stage)
+			continue;
+		if ((dfd = fx_parent(d, w->stage, &n)) < 0)
+			return dfd;
+		r = fx_os.mkdirat(dfd, n, w->mode);
+		if (r == -EEXIST && (r = fx_clean_tree(dfd, n)) == 0)
+			r = fx_os.mkdirat(dfd, n, w->mode);
+		fx_os.close(dfd);
+		if (r < 0)
+			return r;
+		w->made = 1;
+	}
+	return 0;
 }
 
 /*
@@ -754,13 +865,54 @@ static int stage_file(struct fstx_domain *d, struct wname *w)
 	return fd;
 }
 
-/* Before the commit point: the staged files go again. */
+/*
+ * The staged symlinks (W2): made before the record, like new files, so
+ * that it knows their inodes.  One left there is garbage, as above.
+ */
+static int stage_links(struct fstx_domain *d, struct wname *nm, size_t nnm)
+{
+	for (size_t k = 0; k < nnm; k++) {
+		struct wname *w = &nm[k];
+		struct stat st;
+		const char *n;
+		int dfd, r;
+
+		if (w->kind != W_SYMLINK)
+			continue;
+		if ((dfd = fx_parent(d, w->stage, &n)) < 0)
+			return dfd;
+		r = fx_os.symlinkat(w->target, dfd, n);
+		if (r == -EEXIST && (r = fx_os.unlinkat(dfd, n, 0)) == 0)
+			r = fx_os.symlinkat(w->target, dfd, n);
+		if (r == 0 && (r = fx_os.fstatat(dfd, n, &st, AT_SYMLINK_NOFOLLOW)) == 0)
+			w->ino = (uint64_t)st.st_ino;
+		else if (r == 0)
+			fx_os.unlinkat(dfd, n, 0);
+		fx_os.close(dfd);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Before the commit point: the staged files and directories go again. */
 static void unstage(struct fstx_domain *d, struct wname *nm, size_t nnm)
 {
 	for (size_t k = 0; k < nnm; k++)
-		if (nm[k].kind == W_NEWF && nm[k].ino) {
+		if (W_IS_STAGED(nm[k].kind) && nm[k].ino) {
 			fx_remove(d, nm[k].stage, 0, NULL);
 			nm[k].ino = 0;
+		}
+	for (size_t k = 0; k < nnm; k++)
+		if (nm[k].kind == W_MKDIR && nm[k].made) {
+			const char *n;
+			int dfd = fx_parent(d, nm[k].stage, &n);
+
+			if (dfd >= 0) {
+				fx_clean_tree(dfd, n);
+				fx_os.close(dfd);
+			}
+			nm[k].made = 0;
 		}
 }
 
@@ -1136,8 +1288,9 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	for (i = 0; i < nnm; i++)
 		if (!nm[i].path)
 			nnm = 0; /* a new object that no step names: never planned */
-	if ((P->nsteps && !nnm) || open_targets(d, P, &F, ino, slot_op, tgt, nm, nnm) < 0 ||
-	    removal_declined(d, P, ino, nm, nnm)) {
+	if ((P->nsteps && !nnm) || batch_dirs(d, nm, nnm) < 0 || stage_dirs(d, nm, nnm) < 0 ||
+	    open_targets(d, P, &F, ino, slot_op, tgt, nm, nnm) < 0 ||
+	    stage_links(d, nm, nnm) < 0 || removal_declined(d, P, ino, nm, nnm)) {
 		r = 1;
 		goto out;
 	}
@@ -1263,6 +1416,7 @@ out:
 		unstage(d, nm, nnm); /* declined, planning again, or failed */
 	if (fds && F.own)
 		close_targets(d, &F, ino, n);
+	free_stages(nm, P->nsteps + 1);
 	free(nm);
 	free(fpath);
 	free(cset);

@@ -84,11 +84,14 @@ static int ndirs_parent(struct fstx_domain *d, struct ndirs *D, const char *path
 static int name_first(struct fstx_domain *d, struct ndirs *D, const struct wname *w)
 {
 	const char *dn, *sn = w->stage + sizeof(W_WNEW) - 1;
-	int dfd = ndirs_parent(d, D, w->path, &dn), r;
+	int dfd, r;
 
+	if (w->dir >= 0)
+		return 0; /* made in its staged directory, in place with it */
+	dfd = ndirs_parent(d, D, w->path, &dn);
 	if (dfd < 0)
 		r = dfd;
-	else if (w->kind == W_MKDIR)
+	else if (w->kind == W_MKDIR && !*w->stage)
 		r = fx_os.mkdirat(dfd, dn, w->mode);
 	else if (D->wnew < 0 && (D->wnew = fx_os.openat2(d->meta, "wnew", O_PATH | O_DIRECTORY,
 							   0, FX_RESOLVE)) < 0)
@@ -99,7 +102,8 @@ static int name_first(struct fstx_domain *d, struct ndirs *D, const struct wname
 		r = fx_os.renameat2(D->wnew, sn, dfd, dn, RENAME_NOREPLACE);
 	if (r == 0)
 		return 0;
-	return fx_w_name_apply(d, w->kind, w->path, w->stage, w->ino, w->mode);
+	return fx_w_name_apply(d, w->kind, w->path, w->stage, w->ino, w->mode,
+			       w->target);
 }
 
 /* Apply the record's names, then its ops in place (W4); ops' results
@@ -385,9 +389,18 @@ static int apply_ent(struct fstx_domain *d, struct hpass *H,
 		return -EUCLEAN; /* the log changed under the lock */
 	if (H->e[in->i].skip)
 		return 0;
+	if (e->kind == W_SYMLINK) {
+		char t[PATH_MAX];
+
+		if (memchr(in->data, 0, (size_t)e->b))
+			return -EUCLEAN;
+		memcpy(t, in->data, (size_t)e->b); /* entry_check(): < PATH_MAX */
+		t[e->b] = 0;
+		return fx_w_name_apply(d, e->kind, in->path, in->name, e->ino, 0, t);
+	}
 	if (W_IS_NAME(e->kind))
 		return fx_w_name_apply(d, e->kind, in->path, in->name, e->ino,
-				       (uint32_t)e->a);
+				       (uint32_t)e->a, NULL);
 	if ((fd = help_fd(d, H, in->path, e->ino)) < 0)
 		return fd;
 	if (e->kind == W_PWRITE)

@@ -78,10 +78,10 @@ static int note_entry(struct fstx_domain *d, const struct went *e,
 		const char *slash = strrchr(path, '/');
 
 		list_path(o, path, slash ? (size_t)(slash - path) : 0);
-		if (e->kind != W_MKDIR) {
-			o->staged = 1;
+		if (e->nlen)
+			o->staged = 1; /* a rename to or from .fstx/wnew/ */
+		if (e->kind != W_MKDIR)
 			return o->full ? 1 : 0;
-		}
 	}
 	list_path(o, path, strlen(path));
 	return o->full ? 1 : 0;

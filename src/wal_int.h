@@ -37,10 +37,12 @@
 #define ARGP(op, i) ((const char *)(intptr_t)(op)->args[i])
 
 /* Entry kinds (byte layout: wal_rec.c).  The name entries of a record
- * (W_MKDIR, W_NEWF) come before its other entries. */
+ * (W_MKDIR, W_NEWF, W_UNLINK, W_SYMLINK) come before its other entries. */
 enum { W_PWRITE = 1, W_TRUNC = 2, W_SETX = 3, W_MKDIR = 4, W_NEWF = 5,
-       W_UNLINK = 6 };
-#define W_IS_NAME(k) ((k) == W_MKDIR || (k) == W_NEWF || (k) == W_UNLINK)
+       W_UNLINK = 6, W_SYMLINK = 7 };
+#define W_IS_NAME(k) ((k) >= W_MKDIR && (k) <= W_SYMLINK)
+/* A new object staged in .fstx/wnew/ before its record (W2) */
+#define W_IS_STAGED(k) ((k) == W_NEWF || (k) == W_SYMLINK)
 #define W_WNEW FX_META "/wnew/" /* staging of new files (W2) */
 
 /* A record's header (wal_rec.c). */
@@ -80,12 +82,22 @@ struct fx_syncset;
 
 /* A name entry of the record being written (wal.c names_of()). */
 struct wname {
-	uint32_t kind, mode;    /* W_MKDIR, W_NEWF, W_UNLINK; the mode asked for */
+	uint32_t kind, mode;    /* W_MKDIR, W_NEWF, W_UNLINK, W_SYMLINK; the
+				 * mode asked for */
+	const char *target;     /* W_SYMLINK: its target */
 	const char *path;       /* the new name (the name removed), canonical */
-	char stage[64];         /* W_NEWF: the staged file, W_UNLINK: where the
-				 * removed object waits for the checkpoint;
-				 * W_WNEW... */
-	uint64_t ino;           /* W_NEWF: its inode; W_UNLINK: the one removed */
+	char *stage;            /* W_NEWF, W_SYMLINK: the staged object,
+				 * W_UNLINK: where the removed object waits
+				 * for the checkpoint, W_MKDIR: the staged
+				 * directory or "": W_WNEW...; sbuf, or
+				 * allocated (wal.c free_stages()) */
+	char sbuf[72];
+	long dir;               /* W_NEWF, W_SYMLINK: made in the staged
+				 * directory of entry dir, else -1 */
+	size_t step;            /* the plan's step that makes it */
+	int made;               /* W_MKDIR: its staged directory is made */
+	uint64_t ino;           /* W_NEWF, W_SYMLINK: its inode; W_UNLINK: the
+				 * one removed */
 	size_t op;              /* the op that creates it */
 };
 
@@ -128,7 +140,8 @@ int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
 		      const struct wname *nm, size_t nnm, uint64_t *end);
 /* Make a name entry's new name hold its object (W5); 0 or -errno. */
 int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
-		    const char *stage, uint64_t ino, uint32_t mode);
+		    const char *stage, uint64_t ino, uint32_t mode,
+		    const char *target);
 /* The inode a record's entry of inode ino finds now (d->wal_remap). */
 uint64_t fx_w_ino(const struct fstx_domain *d, uint64_t ino);
 void fx_w_remap_clear(struct fstx_domain *d);

@@ -25,20 +25,24 @@
  *
  * An entry (struct went, 40 bytes, then its names and data):
  *     0 u32 kind: 1 pwrite, 2 truncate, 3 setxattr, 4 mkdir, 5 new file,
- *       6 remove
+ *       6 remove, 7 new symlink
  *     4 u32 path length     8 u64 inode number the file must have (mkdir 0)
- *    16 u64 a: pwrite offset, truncate size, setxattr 0, mode (4, 5), 0 (6)
- *    24 u64 b: pwrite length, truncate 0, setxattr value length, 0 (4-6)
- *    32 u32 name length: the xattr name (setxattr), the staged file
- *       (new file) or where the removed object waits for the checkpoint
- *       (remove): .fstx/wnew/NAME; else 0          36 u32 0
+ *    16 u64 a: pwrite offset, truncate size, setxattr 0, mode (4, 5), 0 (6, 7)
+ *    24 u64 b: pwrite length, truncate 0, setxattr value length, 0 (4-6),
+ *       the target's length (7: 1 to PATH_MAX - 1)
+ *    32 u32 name length: the xattr name (setxattr), the staged object
+ *       (new file, new symlink: .fstx/wnew/NAME, or .fstx/wnew/DIR/NAME in
+ *       a staged directory; a staged new directory: .fstx/wnew/NAME) or
+ *       where the removed object waits for the checkpoint (remove):
+ *       .fstx/wnew/NAME; else 0 (at most W_NAME_MAX)          36 u32 0
  *    40 the canonical path (no NUL), the name (no NUL), b bytes of data
- *       (none for a truncate), zeros to the next multiple of 8
+ *       (none for a truncate; a new symlink's target, no NUL), zeros to the
+ *       next multiple of 8
  *
  * Name entries come first in a record: removals, then new directories,
- * then new files (each at the name the transaction leaves it at), each
- * kind in the order of the transaction's steps; its other entries follow,
- * in op order.  A new file's entries name it by its final path and the
+ * then new files, then new symlinks (each at the name the transaction
+ * leaves it at), each kind in the order of the transaction's steps; its
+ * other entries follow, in op order.  A new file's entries name it by its final path and the
  * inode of its staged file (fx_w_name_apply(): what replay does when
  * that inode is gone).
  */
@@ -330,15 +334,36 @@ static int mkdir_at(struct fstx_domain *d, const char *path, uint32_t mode)
  * after this one knows the file at the new name for the record's own.
  */
 static int restage(struct fstx_domain *d, const char *stage, uint64_t ino,
-		   uint32_t mode, const char *path)
+		   uint32_t mode, const char *target, const char *path)
 {
 	struct stat st;
-	int fd = fx_open(d, stage, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode), r;
+	const char *slash = strchr(stage + sizeof(W_WNEW) - 1, '/');
+	int fd, r;
 
-	if (fd < 0)
-		return fd;
-	r = fx_os.fstat(fd, &st);
-	fx_os.close(fd);
+	if (slash) { /* in a staged directory that power loss took (W2) */
+		char dir[W_NAME_MAX + 1];
+
+		memcpy(dir, stage, (size_t)(slash - stage));
+		dir[slash - stage] = 0;
+		if ((r = mkdir_at(d, dir, 0700)) < 0 && r != -EEXIST)
+			return r;
+	}
+	if (target) { /* a symlink: the record holds its target */
+		const char *n;
+		int dfd = fx_parent(d, stage, &n);
+
+		if (dfd < 0)
+			return dfd;
+		r = fx_os.symlinkat(target, dfd, n);
+		fx_os.close(dfd);
+		r = r < 0 ? r : fx_lstat(d, stage, &st);
+	} else {
+		fd = fx_open(d, stage, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
+		if (fd < 0)
+			return fd;
+		r = fx_os.fstat(fd, &st);
+		fx_os.close(fd);
+	}
 	if (r == 0)
 		r = remap(d, ino, (uint64_t)st.st_ino);
 	return r < 0 ? r : link_at(d, stage, path);
@@ -352,7 +377,8 @@ static int restage(struct fstx_domain *d, const char *stage, uint64_t ino,
  * its inode: the staged file's, or the one its staged name links to.
  */
 int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
-		    const char *stage, uint64_t ino, uint32_t mode)
+		    const char *stage, uint64_t ino, uint32_t mode,
+		    const char *target)
 {
 	struct stat st, sst;
 	int r = fx_lstat(d, path, &st), rs;
@@ -371,14 +397,20 @@ int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 	if (kind == W_MKDIR) {
 		if (r == 0)
 			return S_ISDIR(st.st_mode) ? 0 : -ESTALE;
-		return r == -ENOENT ? mkdir_at(d, path, mode) : r;
+		if (r != -ENOENT)
+			return r;
+		/* staged (W2): its rename, if power loss left it undone */
+		if (*stage && (rs = fx_lstat(d, stage, &sst)) != -ENOENT)
+			return rs < 0 ? rs : !S_ISDIR(sst.st_mode) ? -EUCLEAN :
+			       fx_move(d, stage, path, NULL);
+		return mkdir_at(d, path, mode);
 	}
 	if (r < 0 && r != -ENOENT)
 		return r;
 	rs = fx_lstat(d, stage, &sst);
 	if (rs < 0 && rs != -ENOENT)
 		return rs;
-	if (rs == 0 && !S_ISREG(sst.st_mode))
+	if (rs == 0 && (kind == W_SYMLINK ? !S_ISLNK(sst.st_mode) : !S_ISREG(sst.st_mode)))
 		return -EUCLEAN;
 	if (r == 0) {
 		if ((uint64_t)st.st_ino == fx_w_ino(d, ino))
@@ -388,7 +420,7 @@ int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 		return -ESTALE; /* another object took the name */
 	}
 	if (rs == -ENOENT)
-		return restage(d, stage, ino, mode, path);
+		return restage(d, stage, ino, mode, kind == W_SYMLINK ? target : NULL, path);
 	if ((uint64_t)sst.st_ino == ino)
 		return fx_move(d, stage, path, NULL);
 	if ((r = remap(d, ino, (uint64_t)sst.st_ino)) < 0)
@@ -404,16 +436,30 @@ static int path_ok(const char *p, uint32_t len)
 	return !(len >= 5 && !memcmp(p, FX_META, 5) && (len == 5 || p[5] == '/'));
 }
 
-/* A name entry's staged file: W_WNEW and one more component (W_NEWF), or
- * none (W_MKDIR). */
+/* One component of a path: not empty, ".", "..", nor holding '/'. */
+static int component_ok(const char *c, size_t len)
+{
+	return len && !memchr(c, '/', len) && !(len == 1 && c[0] == '.') &&
+	       !(len == 2 && c[0] == '.' && c[1] == '.');
+}
+
+/* A name entry's staged object: W_WNEW and one more component (W_UNLINK,
+ * a staged directory of W_MKDIR, else none), or two (a W_NEWF or W_SYMLINK
+ * made in a staged directory, W2). */
 static int stage_ok(uint32_t kind, const char *name, uint32_t len)
 {
 	size_t w = sizeof(W_WNEW) - 1;
+	const char *c = name + w, *slash;
 
-	if (kind == W_MKDIR)
-		return len == 0;
-	return len > w && !memcmp(name, W_WNEW, w) && !strchr(name + w, '/') &&
-	       strcmp(name + w, ".") && strcmp(name + w, "..");
+	if (kind == W_MKDIR && len == 0)
+		return 1;
+	if (len <= w || memcmp(name, W_WNEW, w))
+		return 0;
+	slash = memchr(c, '/', len - w);
+	if (!slash || kind == W_MKDIR || kind == W_UNLINK)
+		return component_ok(c, len - w);
+	return component_ok(c, (size_t)(slash - c)) &&
+	       component_ok(slash + 1, len - w - (size_t)(slash - c) - 1);
 }
 
 static int copy_in(struct fstx_domain *d, int fd, uint64_t src, uint64_t len,
@@ -445,6 +491,9 @@ static int entry_check(const struct went *e, const char *path, const char *name,
 	if (!path_ok(path, e->plen) || memchr(name, 0, e->nlen) ||
 	    strlen(path) != e->plen)
 		return -EUCLEAN;
+	if (e->kind == W_SYMLINK) /* b: its target's length */
+		return !e->b || e->b >= PATH_MAX || room < e->b || e->a ||
+		       !stage_ok(e->kind, name, e->nlen) ? -EUCLEAN : 0;
 	if (W_IS_NAME(e->kind))
 		return e->b || e->a > 07777 || !stage_ok(e->kind, name, e->nlen) ?
 		       -EUCLEAN : 0;
@@ -566,8 +615,18 @@ static int replay_entry(struct fstx_domain *d, const struct went *e,
 	if (e->kind != W_UNLINK && e->kind != W_MKDIR &&
 	    fx_w_gone_later(d, e->ino, v->off))
 		return 0; /* a later record removes it: its state is moot */
+	if (e->kind == W_SYMLINK) {
+		char t[PATH_MAX];
+
+		if ((r = fx_w_read_all(d->wal, t, (size_t)e->b, data)) < 0)
+			return r == -ENODATA ? -EUCLEAN : r;
+		if (memchr(t, 0, (size_t)e->b))
+			return -EUCLEAN;
+		t[e->b] = 0;
+		return fx_w_name_apply(d, e->kind, path, name, e->ino, 0, t);
+	}
 	if (W_IS_NAME(e->kind))
-		return fx_w_name_apply(d, e->kind, path, name, e->ino, (uint32_t)e->a);
+		return fx_w_name_apply(d, e->kind, path, name, e->ino, (uint32_t)e->a, NULL);
 	if ((fd = visit_fd(d, e, path, v)) < 0)
 		return fd;
 	switch (e->kind) {
@@ -713,8 +772,10 @@ size_t fx_w_rec_entries(const struct plan *P, const int *tgt, const uint64_t *in
 static void name_entry(const struct wname *nm, struct went *e)
 {
 	*e = (struct went){ .kind = nm->kind, .plen = (uint32_t)strlen(nm->path),
-			    .ino = nm->ino, .a = nm->kind == W_UNLINK ? 0 : nm->mode,
-			    .nlen = nm->kind != W_MKDIR ? (uint32_t)strlen(nm->stage) : 0 };
+			    .ino = nm->ino,
+			    .a = nm->kind == W_UNLINK || nm->kind == W_SYMLINK ? 0 : nm->mode,
+			    .b = nm->kind == W_SYMLINK ? strlen(nm->target) : 0,
+			    .nlen = (uint32_t)strlen(nm->stage) };
 }
 
 int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
@@ -749,6 +810,8 @@ int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
 		wb_put(&w, &e, sizeof(e));
 		wb_put(&w, nm[k].path, e.plen);
 		wb_put(&w, nm[k].stage, e.nlen);
+		if (e.b)
+			wb_put(&w, nm[k].target, (size_t)e.b);
 		wb_pad(&w);
 	}
 	for (size_t i = 0; i < P->nops && !w.err; i++) {

@@ -57,7 +57,17 @@ W(fstat, int, (int fd, struct stat *s), (fd, s))
 W(fstatat, int, (int d, const char *n, struct stat *s, int f), (d, n, s, f))
 W(fstatvfs, int, (int fd, struct statvfs *s), (fd, s))
 W(fstatfs, int, (int fd, struct statfs *s), (fd, s))
-W(renameat2, int, (int a, const char *b, int c, const char *d, unsigned f), (a, b, c, d, f))
+static int w_renameat2(int a, const char *b, int c, const char *d, unsigned f)
+{
+	int g, r;
+
+	fo.renames++;
+	if ((g = gate_n("renameat2")))
+		return g;
+	r = fx_os_libc.renameat2(a, b, c, d, f);
+	after();
+	return r;
+}
 W(unlinkat, int, (int d, const char *n, int f), (d, n, f))
 W(mkdirat, int, (int d, const char *n, mode_t m), (d, n, m))
 W(symlinkat, int, (const char *t, int d, const char *n), (t, d, n))

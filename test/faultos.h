@@ -21,6 +21,7 @@ struct fo_state {
 	long calls;     /* calls seen */
 	long barriers;  /* fsync + fdatasync + syncfs calls seen */
 	long fsyncs, fdatasyncs, syncfses;
+	long renames;   /* renameat2 calls seen */
 	unsigned long long synced[64]; /* inodes of the first fsyncs */
 	long nsynced;
 	int trace;      /* FO_TRACE set: print every call */
