@@ -81,8 +81,13 @@
  *      their next records (group commit, wal_group.c).  Nothing
  *      changes in place before the record's barrier has returned (to its
  *      writer or to a helper, W4), so power loss never finds an in-place
- *      change without its record.  A record that cannot be written gets its
- *      header zeroed (it is the last; the log ends before it).  A record
+ *      change without its record.  Only the staged new files, which no
+ *      name shows yet (W2), get their data before it: a record of
+ *      FX_W_OVERLAP bytes or more starts its write-out
+ *      (sync_file_range) and the writer writes the new files meanwhile
+ *      (fx_w_apply_new(); all again after the barrier should one fail).
+ *      A record that cannot be written gets its header zeroed (it is the
+ *      last; the log ends before it).  A record
  *      whose barrier fails is marked CANCELLED and never applied during
  *      this boot, and the handle latches the error: after a failed barrier
  *      the disk's state is unknown, and a recovery after power loss applies
@@ -252,6 +257,9 @@ uint64_t fx_wal_max = 4u << 20;
 uint64_t fx_wal_large = 1u << 20;
 uint64_t fx_lazy_max = 4u << 20;
 uint64_t fx_wal_window = 256u << 10;
+
+/* W3: a record this large starts its write-out before new files get data */
+#define FX_W_OVERLAP (32u << 10)
 
 /*
  * A new, empty log with a new salt (W6).  A checkpoint's header is made
@@ -690,6 +698,7 @@ static size_t names_made(struct fstx_domain *d, const struct plan *P,
 					.target = s->aux,
 					.path = final_name(P, s->newid) };
 		nm[n].stage = nm[n].sbuf; /* "" for a directory made in place */
+		nm[n].sfd = -1;
 		if (kind != FX_ST_MKDIR)
 			stage_name(d, &nm[n], k);
 		nm[n].step = k;
@@ -715,7 +724,7 @@ static size_t names_of(struct fstx_domain *d, const struct plan *P,
 		if (s->kind != FX_ST_MOVE || s->newid)
 			continue;
 		nm[n] = (struct wname){ .kind = W_UNLINK, .path = s->src,
-					.ino = s->ino, .op = s->op, .dir = -1 };
+					.ino = s->ino, .op = s->op, .dir = -1, .sfd = -1 };
 		stage_name(d, &nm[n++], k);
 	}
 	n = names_made(d, P, FX_ST_MKDIR, nm, n);
@@ -781,11 +790,15 @@ static int batch_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm)
 	return 0;
 }
 
+/* The staged names' memory and the staged directories' descriptors. */
 static void free_stages(struct wname *nm, size_t cap)
 {
-	for (size_t k = 0; nm && k < cap; k++)
+	for (size_t k = 0; nm && k < cap; k++) {
 		if (nm[k].stage && nm[k].stage != nm[k].sbuf)
 			free(nm[k].stage);
+		if (nm[k].kind == W_MKDIR && nm[k].sfd >= 0)
+			fx_os.close(nm[k].sfd);
+	}
 }
 
 /*
@@ -806,10 +819,14 @@ static int stage_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm)
 		r = fx_os.mkdirat(dfd, n, w->mode);
 		if (r == -EEXIST && (r = fx_clean_tree(dfd, n)) == 0)
 			r = fx_os.mkdirat(dfd, n, w->mode);
+		if (r == 0) {
+			w->made = 1;
+			r = w->sfd = fx_os.openat2(dfd, n, O_PATH | O_DIRECTORY | O_NOFOLLOW,
+						   0, FX_RESOLVE);
+		}
 		fx_os.close(dfd);
 		if (r < 0)
 			return r;
-		w->made = 1;
 	}
 	return 0;
 }
@@ -844,16 +861,21 @@ static int removal_declined(struct fstx_domain *d, const struct plan *P,
  * there already is garbage of a transaction cut short at this offset (no
  * record is there yet).
  */
-static int stage_file(struct fstx_domain *d, struct wname *w)
+static int stage_file(struct fstx_domain *d, const struct wname *nm, struct wname *w)
 {
+	const int fl = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW;
 	struct stat st;
 	int fd, r;
 
-	fd = fx_open(d, w->stage, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, w->mode);
+	if (w->dir >= 0) /* in its staged directory, just made (W2) */
+		fd = fx_os.openat2(nm[w->dir].sfd, w->stage + strlen(nm[w->dir].stage) + 1,
+				   fl, w->mode, FX_RESOLVE);
+	else
+		fd = fx_open(d, w->stage, fl, w->mode);
 	if (fd == -EEXIST && (r = fx_remove(d, w->stage, 0, NULL)) < 0)
 		return r;
 	if (fd == -EEXIST)
-		fd = fx_open(d, w->stage, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, w->mode);
+		fd = fx_open(d, w->stage, fl, w->mode);
 	if (fd < 0)
 		return fd;
 	if ((r = fx_os.fstat(fd, &st)) < 0) {
@@ -977,7 +999,7 @@ static int open_targets(struct fstx_domain *d, const struct plan *P,
 			if (po->create) {
 				if (!(w = name_of_op(nm, nnm, i)))
 					return -ESTALE;
-				if ((fd = stage_file(d, w)) < 0)
+				if ((fd = stage_file(d, nm, w)) < 0)
 					return fd;
 				F->fd[i] = fd;
 				F->flags[i] = O_WRONLY;
@@ -1269,7 +1291,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	const char **fpath = fx_calloc(n, sizeof(*fpath));
 	uint64_t *cset = fx_calloc(n + P->nsteps + 1, sizeof(*cset));
 	size_t nnm = 0;
-	int rs = 0, appended = 0;
+	int rs = 0, appended = 0, pre = 0;
 	long r;
 	size_t i;
 
@@ -1348,6 +1370,13 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		int debt = d->wal_loose || d->nosync_undo;
 		int share = d->fs.magic != TMPFS_MAGIC && !debt;
 
+		/* W3: a large record's write-out starts while the new files
+		 * get their data (no name shows them yet, W2) */
+		if (nnm && rec_end - at >= FX_W_OVERLAP) {
+			(void)fx_os.writeback(d->wal);
+			pre = fx_w_apply_new(P, fds, tgt);
+		}
+
 		/* W11: and what the last checkpoint left; or this handle's
 		 * crash-only transactions of the undo way (trans.c) */
 		if (debt)
@@ -1390,7 +1419,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 			goto out;
 		}
 	}
-	if ((r = fx_w_apply_all(d, ut, P, res, fds, tgt, nm, nnm)) < 0)
+	if ((r = fx_w_apply_all(d, ut, P, res, fds, tgt, nm, nnm, pre)) < 0)
 		goto out; /* busy stays: the next lock holder applies it */
 	/* the first open record: APPLIED moves past it, no state word needed */
 	int first = at == d->wal_applied, full = d->wal_end - W_START > fx_wal_max;

@@ -39,6 +39,27 @@ static int64_t apply_op(const struct plan *P, size_t i, const int *fds,
 	}
 }
 
+/* 1 if op i changes a new file (staged before the record, W2). */
+static int on_new(const struct plan *P, size_t i, const int *tgt)
+{
+	return P->pops[tgt[i]].create;
+}
+
+/*
+ * W3: before the barrier, the changes to new files, which no name shows
+ * until their staged names move after it (W2), so that writing them
+ * overlaps the record's write-out.  1 if all were made, 0 if one failed
+ * (fx_w_apply_all() makes them all again after the barrier, where a
+ * failure rolls forward as any other).
+ */
+int fx_w_apply_new(const struct plan *P, const int *fds, const int *tgt)
+{
+	for (size_t i = 0; i < P->nops; i++)
+		if (on_new(P, i, tgt) && apply_op(P, i, fds, tgt) < 0)
+			return 0;
+	return 1;
+}
+
 /*
  * The directories a writer's names go into, kept open across its names
  * (most land in one directory): .fstx/wnew/ and the last parent.
@@ -110,7 +131,7 @@ static int name_first(struct fstx_domain *d, struct ndirs *D, const struct wname
  * from res.  0 or -errno. */
 long fx_w_apply_all(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		    const struct plan *P, const int64_t *res, const int *fds,
-		    const int *tgt, const struct wname *nm, size_t nnm)
+		    const int *tgt, const struct wname *nm, size_t nnm, int pre)
 {
 	struct btrfs_ioctl_usertrans_op *ops = (void *)(intptr_t)ut->ops_ptr;
 	struct ndirs D = { .wnew = -1, .par = -1 };
@@ -129,7 +150,7 @@ long fx_w_apply_all(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	}
 	ndirs_close(&D);
 	for (size_t i = 0; i < P->nops; i++) {
-		int64_t got = apply_op(P, i, fds, tgt);
+		int64_t got = pre && on_new(P, i, tgt) ? 0 : apply_op(P, i, fds, tgt);
 
 		if (got < 0) {
 			ops[i].rval = got;

@@ -95,7 +95,8 @@ struct wname {
 	long dir;               /* W_NEWF, W_SYMLINK: made in the staged
 				 * directory of entry dir, else -1 */
 	size_t step;            /* the plan's step that makes it */
-	int made;               /* W_MKDIR: its staged directory is made */
+	int made;               /* W_MKDIR: its staged directory is made, */
+	int sfd;                /* ... and open here (O_PATH), else -1 */
 	uint64_t ino;           /* W_NEWF, W_SYMLINK: its inode; W_UNLINK: the
 				 * one removed */
 	size_t op;              /* the op that creates it */
@@ -172,9 +173,11 @@ uint32_t fx_w_state_in(const struct fstx_domain *d, const unsigned char *buf,
 /* ---- wal_apply.c: in place -------------------------------------------- */
 int fx_w_help(struct fstx_domain *d);
 int fx_w_advance(struct fstx_domain *d);
+/* pre: fx_w_apply_new() made the changes to new files already */
 long fx_w_apply_all(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		    const struct plan *P, const int64_t *res, const int *fds,
-		    const int *tgt, const struct wname *nm, size_t nnm);
+		    const int *tgt, const struct wname *nm, size_t nnm, int pre);
+int fx_w_apply_new(const struct plan *P, const int *fds, const int *tgt);
 
 /* ---- wal_group.c: group commit ---------------------------------------- */
 int fx_w_group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end);

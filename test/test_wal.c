@@ -873,18 +873,39 @@ static int wnew_count(const char *d)
 	return n;
 }
 
-/* The state putx leaves, taken the undo way (fx_wal_auto 0). */
-static char *putx_after(void)
+/* The state tx leaves, taken the undo way (fx_wal_auto 0). */
+static char *undo_after(const char *tx)
 {
 	char *d = t_fresh(), *snap;
 
 	fx_wal_auto = 0;
-	assert_int_equal(tx_text(d, putx, NULL), 0);
+	assert_int_equal(tx_text(d, tx, NULL), 0);
 	fx_wal_auto = 1;
 	assert_true(wal_end_dir(d) <= 1024); /* no record */
 	snap = t_snapshot(d);
 	t_drop(d);
 	return snap;
+}
+
+static char *putx_after(void)
+{
+	return undo_after(putx);
+}
+
+/* A fresh domain where tx committed through the log: one fdatasync, no
+ * fsync (W1, W3; fo keeps the counts). */
+static char *log_one_barrier(const char *tx)
+{
+	char *d = t_fresh();
+
+	assert_true(domain_recover(d) >= 0); /* .fstx/ made (and fsynced) */
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(tx_text(d, tx, NULL), 0);
+	fo_remove();
+	assert_int_equal(fo.fdatasyncs, 1);
+	assert_int_equal(fo.fsyncs, 0);
+	assert_true(wal_end_dir(d) > 1024);
+	return d;
 }
 
 /*
@@ -894,16 +915,10 @@ static char *putx_after(void)
  */
 static void names_one_barrier(void **state)
 {
-	char *d = t_fresh(), *want = putx_after(), *got;
+	char *d = log_one_barrier(putx), *want = putx_after(), *got;
 
 	(void)state;
-	assert_true(domain_recover(d) >= 0); /* .fstx/ made (and fsynced) */
-	fo_install(FO_COUNT, 0, 0);
-	assert_int_equal(tx_text(d, putx, NULL), 0);
-	fo_remove();
 	assert_int_equal(fo.barriers, 1);
-	assert_int_equal(fo.fdatasyncs, 1);
-	assert_true(wal_end_dir(d) > 1024);
 	assert_int_equal(wnew_count(d), 0);
 	got = t_snapshot(d);
 	assert_string_equal(got, want);
@@ -928,6 +943,25 @@ static void unlink_rel(const char *d, const char *rel, int dir)
 	assert_true(asprintf(&p, "%s/%s", d, rel) > 0);
 	assert_int_equal(dir ? rmdir(p) : unlink(p), 0);
 	free(p);
+}
+
+/* Recovery after another boot leaves want, and so does a second one;
+ * .fstx/wnew/ is empty then. */
+static void replay_twice(const char *d, const char *want)
+{
+	char *got;
+
+	fx_os.boot_id = other_boot;
+	assert_true(domain_recover(d) >= 0);
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	assert_true(domain_recover(d) >= 0); /* again: the same */
+	fx_os = fx_os_libc;
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	assert_int_equal(wnew_count(d), 0);
 }
 
 /*
@@ -968,24 +1002,16 @@ static void names_replay_lost(void **state)
 			t_write(d, "objs/o1", "other", 5);
 		}
 		before = t_snapshot(d);
-		fx_os.boot_id = other_boot;
 		if (c == 2) {
+			fx_os.boot_id = other_boot;
 			assert_int_equal(domain_recover(d), -ESTALE);
 			fx_os = fx_os_libc;
 			got = t_snapshot(d);
 			assert_string_equal(got, before);
-		} else {
-			assert_true(domain_recover(d) >= 0);
-			got = t_snapshot(d);
-			assert_string_equal(got, want);
 			free(got);
-			assert_true(domain_recover(d) >= 0); /* again: the same */
-			fx_os = fx_os_libc;
-			got = t_snapshot(d);
-			assert_string_equal(got, want);
-			assert_int_equal(wnew_count(d), 0);
+		} else {
+			replay_twice(d, want);
 		}
-		free(got);
 		free(before);
 		t_drop(d);
 	}
@@ -1013,25 +1039,14 @@ static const char slx[] = "symlink b ln2\nsymlink d/e ln replace\n";
 
 static void names_symlink(void **state)
 {
-	char *d = t_fresh(), *want, *got, *w, *p, *q;
+	char *d, *want, *got, *w, *p, *q;
 	struct dirent *e;
 	DIR *dir;
 	int back = 0;
 
 	(void)state;
-	fx_wal_auto = 0;
-	assert_int_equal(tx_text(d, slx, NULL), 0);
-	fx_wal_auto = 1;
-	want = t_snapshot(d);
-	t_drop(d);
-	d = t_fresh();
-	assert_true(domain_recover(d) >= 0);
-	fo_install(FO_COUNT, 0, 0);
-	assert_int_equal(tx_text(d, slx, NULL), 0);
-	fo_remove();
-	assert_int_equal(fo.fdatasyncs, 1);
-	assert_int_equal(fo.fsyncs, 0);
-	assert_true(wal_end_dir(d) > 1024);
+	want = undo_after(slx);
+	d = log_one_barrier(slx);
 	got = t_snapshot(d);
 	assert_string_equal(got, want);
 	free(got);
@@ -1056,17 +1071,7 @@ static void names_symlink(void **state)
 	closedir(dir);
 	free(w);
 	assert_int_equal(back, 1);
-	fx_os.boot_id = other_boot;
-	assert_true(domain_recover(d) >= 0);
-	got = t_snapshot(d);
-	assert_string_equal(got, want);
-	free(got);
-	assert_true(domain_recover(d) >= 0); /* again: the same */
-	fx_os = fx_os_libc;
-	got = t_snapshot(d);
-	assert_string_equal(got, want);
-	assert_int_equal(wnew_count(d), 0);
-	free(got);
+	replay_twice(d, want);
 	free(want);
 	t_drop(d);
 }
@@ -1095,24 +1100,14 @@ static char *batch_tx(void)
 
 static void names_dir_batch(void **state)
 {
-	char *tx = batch_tx(), *d = t_fresh(), *want, *got, *wal, *s, *stage;
+	char *tx = batch_tx(), *d, *want, *got, *wal, *s, *stage;
 	unsigned long long salt;
 	FILE *f;
 
 	(void)state;
-	fx_wal_auto = 0;
-	assert_int_equal(tx_text(d, tx, NULL), 0);
-	fx_wal_auto = 1;
-	want = t_snapshot(d);
-	t_drop(d);
+	want = undo_after(tx);
 	for (int c = 0; c < 2; c++) {
-		d = t_fresh();
-		assert_true(domain_recover(d) >= 0);
-		fo_install(FO_COUNT, 0, 0);
-		assert_int_equal(tx_text(d, tx, NULL), 0);
-		fo_remove();
-		assert_int_equal(fo.fdatasyncs, 1);
-		assert_int_equal(fo.fsyncs, 0);
+		d = log_one_barrier(tx);
 		assert_int_equal(fo.renames, 2); /* nd, and the long name */
 		got = t_snapshot(d);
 		assert_string_equal(got, want);
@@ -1133,17 +1128,7 @@ static void names_dir_batch(void **state)
 			free(stage);
 		}
 		free(s);
-		fx_os.boot_id = other_boot;
-		assert_true(domain_recover(d) >= 0);
-		got = t_snapshot(d);
-		assert_string_equal(got, want);
-		free(got);
-		assert_true(domain_recover(d) >= 0); /* again: the same */
-		fx_os = fx_os_libc;
-		got = t_snapshot(d);
-		assert_string_equal(got, want);
-		assert_int_equal(wnew_count(d), 0);
-		free(got);
+		replay_twice(d, want);
 		t_drop(d);
 	}
 	free(want);
