@@ -232,7 +232,20 @@ int fx_dir_each(int fd, int (*cb)(int fd, const char *name, void *arg),
 	return n < 0 ? (int)n : 0;
 }
 
+/* An entry of new/ or trash/: a file, or a directory that must be empty
+ * (the undo way removes only empty ones; what another process put in one
+ * since stays). */
 static int remove_entry(int fd, const char *name, void *arg)
+{
+	int r = fx_os.unlinkat(fd, name, 0);
+
+	(void)arg;
+	if (r == -EISDIR || r == -EPERM)
+		r = fx_os.unlinkat(fd, name, AT_REMOVEDIR);
+	return r == -ENOENT ? 0 : r;
+}
+
+static int remove_tree(int fd, const char *name, void *arg)
 {
 	(void)arg;
 	return fx_clean_tree(fd, name);
@@ -253,7 +266,7 @@ int fx_clean_tree(int dfd, const char *name)
 				   FX_RESOLVE);
 		if (fd < 0)
 			return fd;
-		r = fx_dir_each(fd, remove_entry, NULL);
+		r = fx_dir_each(fd, remove_tree, NULL);
 		fx_os.close(fd);
 		if (r == 0)
 			r = fx_os.unlinkat(dfd, name, AT_REMOVEDIR);
@@ -261,15 +274,17 @@ int fx_clean_tree(int dfd, const char *name)
 	return r == -ENOENT ? 0 : r;
 }
 
-/* Remove every entry of an fstx scratch directory (new/ or trash/). */
-static int clean_dir(struct fstx_domain *d, const char *dir)
+/* Remove every entry of an fstx scratch directory (new/ or trash/; wnew/,
+ * whose staged directories are removed with what they hold). */
+static int clean_dir(struct fstx_domain *d, const char *dir,
+		     int (*rm)(int fd, const char *name, void *arg))
 {
 	int fd = fx_os.openat2(d->meta, dir, O_RDONLY | O_DIRECTORY, 0, FX_RESOLVE);
 	int r;
 
 	if (fd < 0)
 		return fd;
-	r = fx_dir_each(fd, remove_entry, NULL);
+	r = fx_dir_each(fd, rm, NULL);
 	fx_os.close(fd);
 	return r;
 }
@@ -418,12 +433,12 @@ int fx_clean_scratch(struct fstx_domain *d)
 	d->mark = -1;
 	if (r < -1)
 		return r;
-	r = clean_dir(d, "trash");
+	r = clean_dir(d, "trash", remove_entry);
 
-	return r < 0 ? r : clean_dir(d, "new");
+	return r < 0 ? r : clean_dir(d, "new", remove_entry);
 }
 
 int fx_clean_wnew(struct fstx_domain *d)
 {
-	return clean_dir(d, "wnew");
+	return clean_dir(d, "wnew", remove_tree);
 }
