@@ -15,7 +15,7 @@ B := build$(if $(SAN),-san)
 
 LIB_SRC := src/os.c src/crc32c.c src/syncset.c src/recover.c src/domain.c src/journal.c src/plan.c \
 	   src/trans.c src/api.c src/txtext.c src/fsfacts.c src/wal.c src/wal_rec.c src/wal_apply.c \
-	   src/wal_note.c src/wal_group.c src/wal_debt.c src/itx.c \
+	   src/wal_note.c src/wal_group.c src/wal_debt.c src/wal_stage.c src/itx.c \
 	   $(wildcard src/task.c)
 LIB_OBJ := $(LIB_SRC:src/%.c=$(B)/%.o)
 SOVER := 0

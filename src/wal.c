@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * wal.c - the write-ahead (redo) log, DIR/.fstx/wal: the default way of
- * every transaction it can take (data, xattrs, new files and directories,
- * removals, a new file renamed over an old one).
+ * every transaction it can take (data, xattrs, new files, symlinks and
+ * directories, removals, a new object renamed over an old one).
  *
  * The rules below hold for every file of the log; wal.h is its only
  * interface, wal_int.h what its files share.  This file: commit (W1, W3,
@@ -11,6 +11,8 @@
  * replaying and writing records.  wal_apply.c: changes in place and the
  * help pass (W4).  wal_note.c: the hint and the state words in
  * .fstx/walsync (W2, W5, W8, W9, W12).  wal_group.c: group commit (W3).
+ * wal_stage.c: the names a record makes, staged before it (W1, W2).
+ * wal_debt.c: what a checkpoint without barriers leaves unsynced (W11).
  *
  * Rules.  Each is relied on by recovery; a change to one is a format change.
  *
@@ -29,7 +31,7 @@
  *      (st_nlink 1) and that it does not write; its other changes pwrites
  *      at fixed offsets into existing or new regular files, truncates of
  *      them (also by O_TRUNC), and setxattr (flags 0) of small user.*
- *      xattrs.  trans.c wal_steps_ok(), wal.c removal_declined().
+ *      xattrs.  trans.c wal_steps_ok(), wal_stage.c fx_w_removal_declined().
  *      Each such change is a "set": the bytes, the size or the xattr value
  *      it leaves do not depend on what was there before; a new name is
  *      made only where no object was; no record moves an object of the
@@ -64,7 +66,7 @@
  *      are made in it under their own names (staged as
  *      .fstx/wnew/SALT-OFFSET-STEP/NAME; one whose staged name would pass
  *      W_NAME_MAX bytes is staged alone), so that one rename puts them all
- *      in place (batch_dirs(); test_wal names_dir_batch).  After the
+ *      in place (fx_w_batch_dirs(); test_wal names_dir_batch).  After the
  *      barrier (W4) removed names are renamed to
  *      .fstx/wnew/SALT-OFFSET-STEP too, where their objects live until the
  *      checkpoint (W6), so that no inode number a record names is reused
@@ -662,290 +664,6 @@ struct tfds {
 	unsigned char *own;
 };
 
-/* Where name entry w of step k keeps its object: unique in the log
- * (salt, offset, step). */
-static void stage_name(struct fstx_domain *d, struct wname *w, size_t k)
-{
-	w->stage = w->sbuf;
-	snprintf(w->sbuf, sizeof(w->sbuf), W_WNEW "%016llx-%llx-%zu",
-		 (unsigned long long)d->wal_salt, (unsigned long long)d->wal_end, k);
-}
-
-/* The name new object newid has when the transaction ends. */
-static const char *final_name(const struct plan *P, int newid)
-{
-	const char *p = NULL;
-
-	for (size_t k = 0; k < P->nsteps; k++)
-		if (P->steps[k].kind == FX_ST_MOVE && P->steps[k].newid == newid)
-			p = P->steps[k].dst;
-	return p;
-}
-
-/* After nm[0..n): the new objects that steps of kind (MKDIR, MKFILE,
- * SYMLINK) make, at their final names; the new count. */
-static size_t names_made(struct fstx_domain *d, const struct plan *P,
-			 uint32_t kind, struct wname *nm, size_t n)
-{
-	for (size_t k = 0; k < P->nsteps; k++) {
-		const struct fx_step *s = &P->steps[k];
-
-		if (s->kind != kind)
-			continue;
-		nm[n] = (struct wname){ .kind = kind == FX_ST_MKDIR ? W_MKDIR :
-						kind == FX_ST_SYMLINK ? W_SYMLINK : W_NEWF,
-					.mode = s->mode, .op = s->op, .dir = -1,
-					.target = s->aux,
-					.path = final_name(P, s->newid) };
-		nm[n].stage = nm[n].sbuf; /* "" for a directory made in place */
-		nm[n].sfd = -1;
-		if (kind != FX_ST_MKDIR)
-			stage_name(d, &nm[n], k);
-		nm[n].step = k;
-		n++;
-	}
-	return n;
-}
-
-/*
- * The name entries of plan P (W1: removals of initial objects, new
- * directories, new files, new symlinks at their final names), in that
- * order and each kind in step order, into nm (at most P->nsteps); their
- * number.
- */
-static size_t names_of(struct fstx_domain *d, const struct plan *P,
-		       struct wname *nm)
-{
-	size_t n = 0;
-
-	for (size_t k = 0; k < P->nsteps; k++) {
-		const struct fx_step *s = &P->steps[k];
-
-		if (s->kind != FX_ST_MOVE || s->newid)
-			continue;
-		nm[n] = (struct wname){ .kind = W_UNLINK, .path = s->src,
-					.ino = s->ino, .op = s->op, .dir = -1, .sfd = -1 };
-		stage_name(d, &nm[n++], k);
-	}
-	n = names_made(d, P, FX_ST_MKDIR, nm, n);
-	n = names_made(d, P, FX_ST_MKFILE, nm, n);
-	return names_made(d, P, FX_ST_SYMLINK, nm, n);
-}
-
-/* 1 if path p lies in directory dir (any depth). */
-static int is_under(const char *p, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	return !strncmp(p, dir, n) && p[n] == '/';
-}
-
-/* 1 if path p's parent is dir. */
-static int parent_is(const char *p, const char *dir)
-{
-	return is_under(p, dir) && !strchr(p + strlen(dir) + 1, '/');
-}
-
-/*
- * W2: a new directory that holds no other new directory is made staged,
- * .fstx/wnew/SALT-OFFSET-STEP, and the new files and symlinks made right
- * in it are made in the staged directory under their names, so that one
- * rename after the barrier puts them all in place.  -ENOMEM, else 0.
- */
-static int batch_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm)
-{
-	for (size_t k = 0; k < nnm; k++) {
-		struct wname *w = &nm[k];
-		size_t j, kids = 0;
-
-		if (w->kind != W_MKDIR || !w->path)
-			continue;
-		for (j = 0; j < nnm; j++)
-			if (nm[j].path && nm[j].kind == W_MKDIR && is_under(nm[j].path, w->path))
-				break;
-		if (j < nnm)
-			continue; /* a new directory in it: made in place */
-		for (j = 0; j < nnm; j++)
-			kids += W_IS_STAGED(nm[j].kind) && nm[j].path &&
-				parent_is(nm[j].path, w->path);
-		if (!kids)
-			continue;
-		stage_name(d, w, w->step);
-		for (j = 0; j < nnm; j++) {
-			const char *leaf;
-
-			if (!W_IS_STAGED(nm[j].kind) || !nm[j].path ||
-			    !parent_is(nm[j].path, w->path))
-				continue;
-			leaf = nm[j].path + strlen(w->path) + 1;
-			if (strlen(w->stage) + 1 + strlen(leaf) > W_NAME_MAX)
-				continue; /* staged alone, renamed after it */
-			if (asprintf(&nm[j].stage, "%s/%s", w->stage, leaf) < 0) {
-				nm[j].stage = nm[j].sbuf;
-				return -ENOMEM;
-			}
-			nm[j].dir = (long)k;
-		}
-	}
-	return 0;
-}
-
-/* The staged names' memory and the staged directories' descriptors. */
-static void free_stages(struct wname *nm, size_t cap)
-{
-	for (size_t k = 0; nm && k < cap; k++) {
-		if (nm[k].stage && nm[k].stage != nm[k].sbuf)
-			free(nm[k].stage);
-		if (nm[k].kind == W_MKDIR && nm[k].sfd >= 0)
-			fx_os.close(nm[k].sfd);
-	}
-}
-
-/*
- * The staged directories (W2), before the files made in them.  One there
- * already is garbage of a transaction cut short at this offset.
- */
-static int stage_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm)
-{
-	for (size_t k = 0; k < nnm; k++) {
-		struct wname *w = &nm[k];
-		const char *n;
-		int dfd, r;
-
-		if (w->kind != W_MKDIR || !*w->stage)
-			continue;
-		if ((dfd = fx_parent(d, w->stage, &n)) < 0)
-			return dfd;
-		r = fx_os.mkdirat(dfd, n, w->mode);
-		if (r == -EEXIST && (r = fx_clean_tree(dfd, n)) == 0)
-			r = fx_os.mkdirat(dfd, n, w->mode);
-		if (r == 0) {
-			w->made = 1;
-			r = w->sfd = fx_os.openat2(dfd, n, O_PATH | O_DIRECTORY | O_NOFOLLOW,
-						   0, FX_RESOLVE);
-		}
-		fx_os.close(dfd);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
-/*
- * Removals the log does not take (W1): of an inode with another name (a
- * replay skips the entries of an inode a later record removes, W5: that
- * is only right when the name was its last), or one the transaction also
- * writes.  1: take the undo way.
- */
-static int removal_declined(struct fstx_domain *d, const struct plan *P,
-			    const uint64_t *ino, const struct wname *nm, size_t nnm)
-{
-	for (size_t k = 0; k < nnm; k++) {
-		struct stat st;
-
-		if (nm[k].kind != W_UNLINK)
-			continue;
-		if (fx_lstat(d, nm[k].path, &st) < 0 || (uint64_t)st.st_ino != nm[k].ino ||
-		    S_ISDIR(st.st_mode) || st.st_nlink != 1)
-			return 1;
-		for (size_t i = 0; i < P->nops; i++)
-			if (ino[i] == nm[k].ino)
-				return 1;
-	}
-	return 0;
-}
-
-/*
- * The staged file of the new file op i opens (W2): .fstx/wnew/NAME, made
- * before the record that names it, so the record knows its inode.  A file
- * there already is garbage of a transaction cut short at this offset (no
- * record is there yet).
- */
-static int stage_file(struct fstx_domain *d, const struct wname *nm, struct wname *w)
-{
-	const int fl = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW;
-	struct stat st;
-	int fd, r;
-
-	if (w->dir >= 0) /* in its staged directory, just made (W2) */
-		fd = fx_os.openat2(nm[w->dir].sfd, w->stage + strlen(nm[w->dir].stage) + 1,
-				   fl, w->mode, FX_RESOLVE);
-	else
-		fd = fx_open(d, w->stage, fl, w->mode);
-	if (fd == -EEXIST && (r = fx_remove(d, w->stage, 0, NULL)) < 0)
-		return r;
-	if (fd == -EEXIST)
-		fd = fx_open(d, w->stage, fl, w->mode);
-	if (fd < 0)
-		return fd;
-	if ((r = fx_os.fstat(fd, &st)) < 0) {
-		fx_os.close(fd);
-		fx_remove(d, w->stage, 0, NULL);
-		return r;
-	}
-	w->ino = (uint64_t)st.st_ino;
-	return fd;
-}
-
-/*
- * The staged symlinks (W2): made before the record, like new files, so
- * that it knows their inodes.  One left there is garbage, as above.
- */
-static int stage_links(struct fstx_domain *d, struct wname *nm, size_t nnm)
-{
-	for (size_t k = 0; k < nnm; k++) {
-		struct wname *w = &nm[k];
-		struct stat st;
-		const char *n;
-		int dfd, r;
-
-		if (w->kind != W_SYMLINK)
-			continue;
-		if ((dfd = fx_parent(d, w->stage, &n)) < 0)
-			return dfd;
-		r = fx_os.symlinkat(w->target, dfd, n);
-		if (r == -EEXIST && (r = fx_os.unlinkat(dfd, n, 0)) == 0)
-			r = fx_os.symlinkat(w->target, dfd, n);
-		if (r == 0 && (r = fx_os.fstatat(dfd, n, &st, AT_SYMLINK_NOFOLLOW)) == 0)
-			w->ino = (uint64_t)st.st_ino;
-		else if (r == 0)
-			fx_os.unlinkat(dfd, n, 0);
-		fx_os.close(dfd);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
-/* Before the commit point: the staged files and directories go again. */
-static void unstage(struct fstx_domain *d, struct wname *nm, size_t nnm)
-{
-	for (size_t k = 0; k < nnm; k++)
-		if (W_IS_STAGED(nm[k].kind) && nm[k].ino) {
-			fx_remove(d, nm[k].stage, 0, NULL);
-			nm[k].ino = 0;
-		}
-	for (size_t k = 0; k < nnm; k++)
-		if (nm[k].kind == W_MKDIR && nm[k].made) {
-			const char *n;
-			int dfd = fx_parent(d, nm[k].stage, &n);
-
-			if (dfd >= 0) {
-				fx_clean_tree(dfd, n);
-				fx_os.close(dfd);
-			}
-			nm[k].made = 0;
-		}
-}
-
-static struct wname *name_of_op(struct wname *nm, size_t nnm, size_t op)
-{
-	for (size_t k = 0; k < nnm; k++)
-		if (nm[k].op == op && nm[k].kind == W_NEWF)
-			return &nm[k];
-	return NULL;
-}
-
 /* The op that creates new object obj (< 0), or -1. */
 static long creator(const struct plan *P, size_t i, int64_t obj)
 {
@@ -997,9 +715,9 @@ static int open_targets(struct fstx_domain *d, const struct plan *P,
 		case BTRFS_IOC_UT_OP_OPEN:
 			slot_op[op->args[3]] = (int)i;
 			if (po->create) {
-				if (!(w = name_of_op(nm, nnm, i)))
+				if (!(w = fx_w_name_of_op(nm, nnm, i)))
 					return -ESTALE;
-				if ((fd = stage_file(d, nm, w)) < 0)
+				if ((fd = fx_w_stage_file(d, nm, w)) < 0)
 					return fd;
 				F->fd[i] = fd;
 				F->flags[i] = O_WRONLY;
@@ -1303,21 +1021,21 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		fds[i] = -1;
 	if (!d->wal_salt && (r = wal_reset(d, 0)) < 0)
 		goto out;
-	nnm = names_of(d, P, nm);
+	nnm = fx_w_names_of(d, P, nm);
 	if (nnm)
 		d->lazy = 0; /* W10: names are never queued */
 	/* Anything unexpected before the commit point: decline (undo way). */
 	for (i = 0; i < nnm; i++)
 		if (!nm[i].path)
 			nnm = 0; /* a new object that no step names: never planned */
-	if ((P->nsteps && !nnm) || batch_dirs(d, nm, nnm) < 0 || stage_dirs(d, nm, nnm) < 0 ||
+	if ((P->nsteps && !nnm) || fx_w_batch_dirs(d, nm, nnm) < 0 || fx_w_stage_dirs(d, nm, nnm) < 0 ||
 	    open_targets(d, P, &F, ino, slot_op, tgt, nm, nnm) < 0 ||
-	    stage_links(d, nm, nnm) < 0 || removal_declined(d, P, ino, nm, nnm)) {
+	    fx_w_stage_links(d, nm, nnm) < 0 || fx_w_removal_declined(d, P, ino, nm, nnm)) {
 		r = 1;
 		goto out;
 	}
 	for (i = 0; i < P->nops; i++) { /* a new file's entries: its last name */
-		struct wname *w = P->pops[tgt[i]].create ? name_of_op(nm, nnm, (size_t)tgt[i]) : NULL;
+		struct wname *w = P->pops[tgt[i]].create ? fx_w_name_of_op(nm, nnm, (size_t)tgt[i]) : NULL;
 
 		fpath[i] = w ? w->path : NULL;
 	}
@@ -1442,10 +1160,10 @@ out:
 	if (r < 0 && appended)
 		d->wal_owed = 1; /* fx_wal_owed() */
 	if (!appended && nm)
-		unstage(d, nm, nnm); /* declined, planning again, or failed */
+		fx_w_unstage(d, nm, nnm); /* declined, planning again, or failed */
 	if (fds && F.own)
 		close_targets(d, &F, ino, n);
-	free_stages(nm, P->nsteps + 1);
+	fx_w_free_stages(nm, P->nsteps + 1);
 	free(nm);
 	free(fpath);
 	free(cset);

@@ -13,6 +13,7 @@
  *   wal_note.c   the notes of .fstx/walsync: the hint and the state words
  *                (W2, W4, W5, W8, W9, W11, W12)
  *   wal_group.c  group commit (W3): one barrier for many writers
+ *   wal_stage.c  the names a record makes, staged before it (W1, W2)
  *   wal_debt.c   what a checkpoint without barriers leaves unsynced (W11)
  */
 #ifndef FSTX_WAL_INT_H
@@ -181,6 +182,24 @@ int fx_w_apply_new(const struct plan *P, const int *fds, const int *tgt);
 
 /* ---- wal_group.c: group commit ---------------------------------------- */
 int fx_w_group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end);
+
+/* ---- wal_stage.c: the names a record makes (W1, W2) -------------------- */
+/* The name entries of plan P into nm (P->nsteps + 1 of them): their count. */
+size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
+		     struct wname *nm);
+/* Which new directories are staged whole, with the files made in them. */
+int fx_w_batch_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm);
+int fx_w_stage_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm);
+/* A new file's staged file, open for writing (its inode in w->ino). */
+int fx_w_stage_file(struct fstx_domain *d, const struct wname *nm, struct wname *w);
+int fx_w_stage_links(struct fstx_domain *d, struct wname *nm, size_t nnm);
+/* 1: a removal the log does not take (the undo way instead). */
+int fx_w_removal_declined(struct fstx_domain *d, const struct plan *P,
+			  const uint64_t *ino, const struct wname *nm, size_t nnm);
+/* Before the commit point: what was staged goes again. */
+void fx_w_unstage(struct fstx_domain *d, struct wname *nm, size_t nnm);
+void fx_w_free_stages(struct wname *nm, size_t cap);
+struct wname *fx_w_name_of_op(struct wname *nm, size_t nnm, size_t op);
 
 /* ---- wal_debt.c: W11 -------------------------------------------------- */
 /* List the objects the records name: 0, 1 too many (sync them), -errno. */

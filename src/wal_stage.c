@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wal_stage.c - the names a record makes, staged before it (rules W1, W2
+ * of wal.c): which new files, symlinks and directories and which removals
+ * a transaction's plan holds, at which final names; the staged objects in
+ * .fstx/wnew/ that let the record name their inodes (a new directory with
+ * the files made right in it staged whole); and their removal when the
+ * transaction does not reach its record.  wal.c calls these from its
+ * commit; wal_apply.c moves the staged objects after the barrier, and
+ * wal_rec.c replays the name entries (W5).
+ */
+#define _GNU_SOURCE
+#include "wal_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Where name entry w of step k keeps its object: unique in the log
+ * (salt, offset, step). */
+static void stage_name(struct fstx_domain *d, struct wname *w, size_t k)
+{
+	w->stage = w->sbuf;
+	snprintf(w->sbuf, sizeof(w->sbuf), W_WNEW "%016llx-%llx-%zu",
+		 (unsigned long long)d->wal_salt, (unsigned long long)d->wal_end, k);
+}
+
+/* The name new object newid has when the transaction ends. */
+static const char *final_name(const struct plan *P, int newid)
+{
+	const char *p = NULL;
+
+	for (size_t k = 0; k < P->nsteps; k++)
+		if (P->steps[k].kind == FX_ST_MOVE && P->steps[k].newid == newid)
+			p = P->steps[k].dst;
+	return p;
+}
+
+/* After nm[0..n): the new objects that steps of kind (MKDIR, MKFILE,
+ * SYMLINK) make, at their final names; the new count. */
+static size_t names_made(struct fstx_domain *d, const struct plan *P,
+			 uint32_t kind, struct wname *nm, size_t n)
+{
+	for (size_t k = 0; k < P->nsteps; k++) {
+		const struct fx_step *s = &P->steps[k];
+
+		if (s->kind != kind)
+			continue;
+		nm[n] = (struct wname){ .kind = kind == FX_ST_MKDIR ? W_MKDIR :
+						kind == FX_ST_SYMLINK ? W_SYMLINK : W_NEWF,
+					.mode = s->mode, .op = s->op, .dir = -1,
+					.target = s->aux,
+					.path = final_name(P, s->newid) };
+		nm[n].stage = nm[n].sbuf; /* "" for a directory made in place */
+		nm[n].sfd = -1;
+		if (kind != FX_ST_MKDIR)
+			stage_name(d, &nm[n], k);
+		nm[n].step = k;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * The name entries of plan P (W1: removals of initial objects, new
+ * directories, new files, new symlinks at their final names), in that
+ * order and each kind in step order, into nm (at most P->nsteps); their
+ * number.
+ */
+size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
+		     struct wname *nm)
+{
+	size_t n = 0;
+
+	for (size_t k = 0; k < P->nsteps; k++) {
+		const struct fx_step *s = &P->steps[k];
+
+		if (s->kind != FX_ST_MOVE || s->newid)
+			continue;
+		nm[n] = (struct wname){ .kind = W_UNLINK, .path = s->src,
+					.ino = s->ino, .op = s->op, .dir = -1, .sfd = -1 };
+		stage_name(d, &nm[n++], k);
+	}
+	n = names_made(d, P, FX_ST_MKDIR, nm, n);
+	n = names_made(d, P, FX_ST_MKFILE, nm, n);
+	return names_made(d, P, FX_ST_SYMLINK, nm, n);
+}
+
+/* 1 if path p lies in directory dir (any depth). */
+static int is_under(const char *p, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return !strncmp(p, dir, n) && p[n] == '/';
+}
+
+/* 1 if path p's parent is dir. */
+static int parent_is(const char *p, const char *dir)
+{
+	return is_under(p, dir) && !strchr(p + strlen(dir) + 1, '/');
+}
+
+/*
+ * W2: a new directory that holds no other new directory is made staged,
+ * .fstx/wnew/SALT-OFFSET-STEP, and the new files and symlinks made right
+ * in it are made in the staged directory under their names, so that one
+ * rename after the barrier puts them all in place.  -ENOMEM, else 0.
+ */
+int fx_w_batch_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm)
+{
+	for (size_t k = 0; k < nnm; k++) {
+		struct wname *w = &nm[k];
+		size_t j, kids = 0;
+
+		if (w->kind != W_MKDIR || !w->path)
+			continue;
+		for (j = 0; j < nnm; j++)
+			if (nm[j].path && nm[j].kind == W_MKDIR && is_under(nm[j].path, w->path))
+				break;
+		if (j < nnm)
+			continue; /* a new directory in it: made in place */
+		for (j = 0; j < nnm; j++)
+			kids += W_IS_STAGED(nm[j].kind) && nm[j].path &&
+				parent_is(nm[j].path, w->path);
+		if (!kids)
+			continue;
+		stage_name(d, w, w->step);
+		for (j = 0; j < nnm; j++) {
+			const char *leaf;
+
+			if (!W_IS_STAGED(nm[j].kind) || !nm[j].path ||
+			    !parent_is(nm[j].path, w->path))
+				continue;
+			leaf = nm[j].path + strlen(w->path) + 1;
+			if (strlen(w->stage) + 1 + strlen(leaf) > W_NAME_MAX)
+				continue; /* staged alone, renamed after it */
+			if (asprintf(&nm[j].stage, "%s/%s", w->stage, leaf) < 0) {
+				nm[j].stage = nm[j].sbuf;
+				return -ENOMEM;
+			}
+			nm[j].dir = (long)k;
+		}
+	}
+	return 0;
+}
+
+/* The staged names' memory and the staged directories' descriptors. */
+void fx_w_free_stages(struct wname *nm, size_t cap)
+{
+	for (size_t k = 0; nm && k < cap; k++) {
+		if (nm[k].stage && nm[k].stage != nm[k].sbuf)
+			free(nm[k].stage);
+		if (nm[k].kind == W_MKDIR && nm[k].sfd >= 0)
+			fx_os.close(nm[k].sfd);
+	}
+}
+
+/*
+ * The staged directories (W2), before the files made in them.  One there
+ * already is garbage of a transaction cut short at this offset.
+ */
+int fx_w_stage_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm)
+{
+	for (size_t k = 0; k < nnm; k++) {
+		struct wname *w = &nm[k];
+		const char *n;
+		int dfd, r;
+
+		if (w->kind != W_MKDIR || !*w->stage)
+			continue;
+		if ((dfd = fx_parent(d, w->stage, &n)) < 0)
+			return dfd;
+		r = fx_os.mkdirat(dfd, n, w->mode);
+		if (r == -EEXIST && (r = fx_clean_tree(dfd, n)) == 0)
+			r = fx_os.mkdirat(dfd, n, w->mode);
+		if (r == 0) {
+			w->made = 1;
+			r = w->sfd = fx_os.openat2(dfd, n, O_PATH | O_DIRECTORY | O_NOFOLLOW,
+						   0, FX_RESOLVE);
+		}
+		fx_os.close(dfd);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/*
+ * Removals the log does not take (W1): of an inode with another name (a
+ * replay skips the entries of an inode a later record removes, W5: that
+ * is only right when the name was its last), or one the transaction also
+ * writes.  1: take the undo way.
+ */
+int fx_w_removal_declined(struct fstx_domain *d, const struct plan *P,
+			   const uint64_t *ino, const struct wname *nm, size_t nnm)
+{
+	for (size_t k = 0; k < nnm; k++) {
+		struct stat st;
+
+		if (nm[k].kind != W_UNLINK)
+			continue;
+		if (fx_lstat(d, nm[k].path, &st) < 0 || (uint64_t)st.st_ino != nm[k].ino ||
+		    S_ISDIR(st.st_mode) || st.st_nlink != 1)
+			return 1;
+		for (size_t i = 0; i < P->nops; i++)
+			if (ino[i] == nm[k].ino)
+				return 1;
+	}
+	return 0;
+}
+
+/*
+ * The staged file of the new file op i opens (W2): .fstx/wnew/NAME, made
+ * before the record that names it, so the record knows its inode.  A file
+ * there already is garbage of a transaction cut short at this offset (no
+ * record is there yet).
+ */
+int fx_w_stage_file(struct fstx_domain *d, const struct wname *nm, struct wname *w)
+{
+	const int fl = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW;
+	struct stat st;
+	int fd, r;
+
+	if (w->dir >= 0) /* in its staged directory, just made (W2) */
+		fd = fx_os.openat2(nm[w->dir].sfd, w->stage + strlen(nm[w->dir].stage) + 1,
+				   fl, w->mode, FX_RESOLVE);
+	else
+		fd = fx_open(d, w->stage, fl, w->mode);
+	if (fd == -EEXIST && (r = fx_remove(d, w->stage, 0, NULL)) < 0)
+		return r;
+	if (fd == -EEXIST)
+		fd = fx_open(d, w->stage, fl, w->mode);
+	if (fd < 0)
+		return fd;
+	if ((r = fx_os.fstat(fd, &st)) < 0) {
+		fx_os.close(fd);
+		fx_remove(d, w->stage, 0, NULL);
+		return r;
+	}
+	w->ino = (uint64_t)st.st_ino;
+	return fd;
+}
+
+/*
+ * The staged symlinks (W2): made before the record, like new files, so
+ * that it knows their inodes.  One left there is garbage, as above.
+ */
+int fx_w_stage_links(struct fstx_domain *d, struct wname *nm, size_t nnm)
+{
+	for (size_t k = 0; k < nnm; k++) {
+		struct wname *w = &nm[k];
+		struct stat st;
+		const char *n;
+		int dfd, r;
+
+		if (w->kind != W_SYMLINK)
+			continue;
+		if ((dfd = fx_parent(d, w->stage, &n)) < 0)
+			return dfd;
+		r = fx_os.symlinkat(w->target, dfd, n);
+		if (r == -EEXIST && (r = fx_os.unlinkat(dfd, n, 0)) == 0)
+			r = fx_os.symlinkat(w->target, dfd, n);
+		if (r == 0 && (r = fx_os.fstatat(dfd, n, &st, AT_SYMLINK_NOFOLLOW)) == 0)
+			w->ino = (uint64_t)st.st_ino;
+		else if (r == 0)
+			fx_os.unlinkat(dfd, n, 0);
+		fx_os.close(dfd);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Before the commit point: the staged files and directories go again. */
+void fx_w_unstage(struct fstx_domain *d, struct wname *nm, size_t nnm)
+{
+	for (size_t k = 0; k < nnm; k++)
+		if (W_IS_STAGED(nm[k].kind) && nm[k].ino) {
+			fx_remove(d, nm[k].stage, 0, NULL);
+			nm[k].ino = 0;
+		}
+	for (size_t k = 0; k < nnm; k++)
+		if (nm[k].kind == W_MKDIR && nm[k].made) {
+			const char *n;
+			int dfd = fx_parent(d, nm[k].stage, &n);
+
+			if (dfd >= 0) {
+				fx_clean_tree(dfd, n);
+				fx_os.close(dfd);
+			}
+			nm[k].made = 0;
+		}
+}
+
+struct wname *fx_w_name_of_op(struct wname *nm, size_t nnm, size_t op)
+{
+	for (size_t k = 0; k < nnm; k++)
+		if (nm[k].op == op && nm[k].kind == W_NEWF)
+			return &nm[k];
+	return NULL;
+}
