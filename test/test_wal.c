@@ -188,17 +188,22 @@ static void same_as_undo(void **state)
 /*
  * No path syncs the whole filesystem (syncset.h): every corpus transaction
  * the undo way (those that fail roll back), then the same through the log
- * where it is eligible, recovery (which checkpoints the log, W6), and a
- * copy of the transaction killed a quarter of the way through its OS calls
- * and recovered (journal.c rule 6): syncfs is never called.
+ * where it is eligible, recovery (which checkpoints the log, W6), a copy
+ * of the transaction killed a quarter of the way through its OS calls and
+ * recovered (journal.c rule 6), and the transaction crash-only (through a
+ * log that each record fills: checkpoints without barriers, W11) followed
+ * on its handle by a durable one and fstx_sync(), which pay its debt:
+ * syncfs is never called.
  */
 static void no_syncfs(void **state)
 {
 	long syncfses = 0, barriers = 0, kills = 0;
+	uint64_t saved = fx_wal_max;
 
 	(void)state;
 	for (size_t c = 0; c < ncx; c++) {
-		char *d = t_fresh(), *w = with_wal(cx[c]);
+		char *d = t_fresh(), *w = with_wal(cx[c]), *co;
+		fstx_domain *h;
 		long calls;
 		int st;
 		pid_t p;
@@ -224,12 +229,25 @@ static void no_syncfs(void **state)
 		syncfses += fo.syncfses;
 		barriers += fo.barriers;
 		fo_remove();
+		assert_true(asprintf(&co, "option crash-only\n%s", cx[c]) > 0);
+		assert_int_equal(fstx_domain_open(d, &h), 0);
+		fo_install(FO_COUNT, 0, 0);
+		fx_wal_max = 1;
+		(void)tx_text_h(h, co);
+		fx_wal_max = saved;
+		assert_int_equal(tx_text_h(h, "mkdir zz.probe\n"), 0);
+		assert_int_equal(fstx_sync(h), 0);
+		syncfses += fo.syncfses;
+		barriers += fo.barriers;
+		fo_remove();
+		fstx_domain_close(h);
+		free(co);
 		free(w);
 		t_drop(d);
 	}
-	printf("no syncfs: %zu corpus tx, both ways, recovered and checkpointed, "
-	       "%ld killed and recovered: %ld barriers, %ld syncfs\n", ncx, kills,
-	       barriers, syncfses);
+	printf("no syncfs: %zu corpus tx, both ways and crash-only, recovered and "
+	       "checkpointed, %ld killed and recovered: %ld barriers, %ld syncfs\n",
+	       ncx, kills, barriers, syncfses);
 	assert_true(barriers > 0);
 	assert_int_equal(syncfses, 0);
 }
