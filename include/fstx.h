@@ -133,22 +133,21 @@ extern "C" {
  * Write-ahead durability: the default; the flag is accepted and changes
  * nothing.  A transaction whose only name changes are new files (open with
  * O_CREAT of an absent name) and new symlinks, then perhaps renamed, also
- * over an old file, new directories (mkdir) and unlinks of files with one
- * name,
- * whose other
- * changes are pwrites into existing or new files (no O_APPEND), truncates
- * (also by O_TRUNC) and setxattr of user.* xattrs of at most 1 KiB with
- * flags 0 (compare ops allowed), with at most 1 MiB of data and every op
- * predicted to succeed, is committed by one record in DIR/.fstx/wal and
- * one fdatasync of it (the commit point, however many files it creates),
- * then applied in place (a new file or symlink is made in DIR/.fstx/wnew/
- * before the record and renamed to its name after the barrier); a later checkpoint
+ * over an old file, new directories (mkdir), unlinks of files with one
+ * name and rmdir of empty directories, whose other changes are pwrites
+ * into existing or new files (no O_APPEND), truncates (also by O_TRUNC)
+ * and setxattr of user.* xattrs of at most 1 KiB with flags 0 (compare
+ * ops allowed), with at most 1 MiB of data and every op predicted to
+ * succeed, is committed by one record in DIR/.fstx/wal and one fdatasync
+ * of it (the commit point, however many files it creates), then applied
+ * in place (a new file or symlink is made in DIR/.fstx/wnew/ before the
+ * record and renamed to its name after the barrier); a later checkpoint
  * (one fsync of each file the log names, of each directory holding a new
  * name and of each new directory, then a new log header) makes the
  * changes durable in place and empties the log.  Any other transaction
- * (a rename of an object of the tree, rmdir, link, removexattr
- * or clonerange, an unlink of a hard-linked name,
- * more than 1 MiB of data) runs the undo way.  Same promises as a durable
+ * (a rename of an object of the tree, link, removexattr or clonerange, an
+ * unlink of a hard-linked name, more than 1 MiB of data) runs the undo
+ * way.  Same promises as a durable
  * transaction, with one difference: should an in-place change fail after
  * the commit point (EIO, ENOSPC), commit returns that -errno, the handle
  * latches it, and the transaction stays committed: the next transaction

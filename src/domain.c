@@ -247,7 +247,13 @@ static int remove_entry(int fd, const char *name, void *arg)
 
 static int remove_tree(int fd, const char *name, void *arg)
 {
-	(void)arg;
+	size_t n = strlen(name), k = sizeof(FX_WNEW_KEEP) - 1;
+
+	if (n > k && !strcmp(name + n - k, FX_WNEW_KEEP)) {
+		int r = remove_entry(fd, name, arg);
+
+		return r == -ENOTEMPTY || r == -EEXIST ? 0 : r; /* stays */
+	}
 	return fx_clean_tree(fd, name);
 }
 

@@ -117,6 +117,10 @@ int fx_unwedge(struct fstx_domain *d);
 int fx_clean_scratch(struct fstx_domain *d);
 /* Empty .fstx/wnew/, the log's staging of new files (wal.c W6). */
 int fx_clean_wnew(struct fstx_domain *d);
+/* The end of a name in .fstx/wnew/ that fx_clean_wnew() removes alone,
+ * not with what it holds: a directory the log removed (wal.c W2), which
+ * another process may have written into meanwhile */
+#define FX_WNEW_KEEP "-x"
 /* Remove entry name of dfd, a directory with what it holds too. */
 int fx_clean_tree(int dfd, const char *name);
 /* Call cb for each entry of directory fd but . and ..; stops at non-0. */

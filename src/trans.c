@@ -504,8 +504,8 @@ static int under_meta(const char *p, const char *area)
  * W1: the name steps the log takes: new files, symlinks and directories
  * made in staging and moved to a name no object held (a new file or
  * symlink may move on, by rename, a directory not), and initial objects
- * removed (unlink, or replaced by a rename): moved to trash.  Nothing
- * else: no link, exchange, rmdir, nor a rename of an object of the tree.
+ * removed (unlink, rmdir, or replaced by a rename): moved to trash.
+ * Nothing else: no link, exchange, nor a rename of an object of the tree.
  */
 static int wal_steps_ok(const struct plan *P)
 {
@@ -535,7 +535,8 @@ static int wal_steps_ok(const struct plan *P)
 				     (kind != FX_ST_MKDIR || !under_meta(s->src, FX_NEW))))
 					return 0;
 			} else if (!s->ino || !under_meta(s->dst, FX_TRASH) ||
-				   (op != BTRFS_IOC_UT_OP_UNLINK && op != FSTX_OP_RENAME)) {
+				   (op != BTRFS_IOC_UT_OP_UNLINK && op != FSTX_OP_RENAME &&
+				    op != BTRFS_IOC_UT_OP_RMDIR)) {
 				return 0;
 			}
 			break;
@@ -595,6 +596,7 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 		case BTRFS_IOC_UT_OP_MKDIR: /* names: wal_steps_ok() */
 		case FSTX_OP_SYMLINK:
 		case BTRFS_IOC_UT_OP_UNLINK:
+		case BTRFS_IOC_UT_OP_RMDIR:
 		case FSTX_OP_RENAME:
 			break;
 		default:

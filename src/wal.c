@@ -26,9 +26,12 @@
  *      steps only new files (open O_CREAT of an absent name) and new
  *      symlinks (either may then be renamed, also over an old one), new
  *      directories (mkdir), and removals (unlink, or the old file a rename
- *      replaces) of
- *      objects of the tree that are not directories and have no other name
- *      (st_nlink 1) and that it does not write; its other changes pwrites
+ *      replaces) of objects of the tree that are not directories and have
+ *      no other name (st_nlink 1) and that it does not write, and of
+ *      directories the plan finds empty (rmdir; the one that removes a
+ *      directory is named .fstx/wnew/SALT-OFFSET-STEP-x, which a checkpoint
+ *      removes alone: a file another process put in it stays, domain.c
+ *      FX_WNEW_KEEP; test_wal names_rmdir); its other changes pwrites
  *      at fixed offsets into existing or new regular files, truncates of
  *      them (also by O_TRUNC), and setxattr (flags 0) of small user.*
  *      xattrs.  trans.c wal_steps_ok(), wal_stage.c fx_w_removal_declined().

@@ -392,7 +392,7 @@ int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 		if ((uint64_t)st.st_ino != fx_w_ino(d, ino))
 			return 0;
 		r = fx_move(d, path, stage, NULL);
-		return r == -EEXIST ? fx_remove(d, path, 0, NULL) : r;
+		return r == -EEXIST ? fx_remove(d, path, S_ISDIR(st.st_mode), NULL) : r;
 	}
 	if (kind == W_MKDIR) {
 		if (r == 0)

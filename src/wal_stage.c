@@ -82,7 +82,10 @@ size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
 			continue;
 		nm[n] = (struct wname){ .kind = W_UNLINK, .path = s->src,
 					.ino = s->ino, .op = s->op, .dir = -1, .sfd = -1 };
-		stage_name(d, &nm[n++], k);
+		stage_name(d, &nm[n], k);
+		if (P->ops[s->op].op == BTRFS_IOC_UT_OP_RMDIR) /* emptied alone */
+			strcat(nm[n].sbuf, FX_WNEW_KEEP);
+		n++;
 	}
 	n = names_made(d, P, FX_ST_MKDIR, nm, n);
 	n = names_made(d, P, FX_ST_MKFILE, nm, n);
@@ -192,7 +195,8 @@ int fx_w_stage_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm)
  * Removals the log does not take (W1): of an inode with another name (a
  * replay skips the entries of an inode a later record removes, W5: that
  * is only right when the name was its last), or one the transaction also
- * writes.  1: take the undo way.
+ * writes.  A directory only by rmdir (the plan found it empty, or emptied
+ * by the transaction's earlier removals).  1: take the undo way.
  */
 int fx_w_removal_declined(struct fstx_domain *d, const struct plan *P,
 			   const uint64_t *ino, const struct wname *nm, size_t nnm)
@@ -203,7 +207,8 @@ int fx_w_removal_declined(struct fstx_domain *d, const struct plan *P,
 		if (nm[k].kind != W_UNLINK)
 			continue;
 		if (fx_lstat(d, nm[k].path, &st) < 0 || (uint64_t)st.st_ino != nm[k].ino ||
-		    S_ISDIR(st.st_mode) || st.st_nlink != 1)
+		    (P->ops[nm[k].op].op == BTRFS_IOC_UT_OP_RMDIR ? !S_ISDIR(st.st_mode) :
+		     S_ISDIR(st.st_mode) || st.st_nlink != 1))
 			return 1;
 		for (size_t i = 0; i < P->nops; i++)
 			if (ino[i] == nm[k].ino)

@@ -982,6 +982,33 @@ static void replay_twice(const char *d, const char *want)
 	assert_int_equal(wnew_count(d), 0);
 }
 
+/* .fstx/wnew/SALT-400-STEP plus tail, of d's first record (at 0x400). */
+static char *staged_at(const char *d, int step, const char *tail)
+{
+	unsigned long long salt;
+	char *p, *s;
+	FILE *f;
+
+	assert_true(asprintf(&p, "%s/.fstx/wal", d) > 0);
+	assert_non_null(f = fopen(p, "rb"));
+	assert_int_equal(fseek(f, 16, SEEK_SET), 0); /* the header's salt */
+	assert_int_equal(fread(&salt, 8, 1, f), 1);
+	fclose(f);
+	free(p);
+	assert_true(asprintf(&s, "%s/.fstx/wnew/%016llx-400-%d%s", d, salt, step,
+			     tail) > 0);
+	return s;
+}
+
+static void rename_rel(const char *from, const char *d, const char *rel)
+{
+	char *p;
+
+	assert_true(asprintf(&p, "%s/%s", d, rel) > 0);
+	assert_int_equal(rename(from, p), 0);
+	free(p);
+}
+
 /*
  * After another boot every record is replayed over whatever power loss
  * kept: the new names and the staged file lost (made again from the
@@ -1118,9 +1145,7 @@ static char *batch_tx(void)
 
 static void names_dir_batch(void **state)
 {
-	char *tx = batch_tx(), *d, *want, *got, *wal, *s, *stage;
-	unsigned long long salt;
-	FILE *f;
+	char *tx = batch_tx(), *d, *want, *got, *s, *stage;
 
 	(void)state;
 	want = undo_after(tx);
@@ -1134,14 +1159,7 @@ static void names_dir_batch(void **state)
 		if (c == 0) { /* none of it durable */
 			t_rmtree(s);
 		} else { /* the staged directory not renamed yet */
-			assert_true(asprintf(&wal, "%s/.fstx/wal", d) > 0);
-			assert_non_null(f = fopen(wal, "rb"));
-			assert_int_equal(fseek(f, 16, SEEK_SET), 0); /* the salt */
-			assert_int_equal(fread(&salt, 8, 1, f), 1);
-			fclose(f);
-			free(wal);
-			assert_true(asprintf(&stage, "%s/.fstx/wnew/%016llx-400-0", d,
-					     salt) > 0);
+			stage = staged_at(d, 0, "");
 			assert_int_equal(rename(s, stage), 0);
 			free(stage);
 		}
@@ -1151,6 +1169,51 @@ static void names_dir_batch(void **state)
 	}
 	free(want);
 	free(tx);
+}
+
+/*
+ * Empty directories are removed through the log (rmdir, W1), also one the
+ * transaction empties first: one fdatasync, no fsync, the undo way's tree;
+ * each waits in .fstx/wnew/ for the checkpoint, which removes it alone
+ * (a file another process put in it since stays).  After another boot
+ * that kept none of it, replay removes them again.
+ */
+static const char rmx[] = "unlink d/e/f\nrmdir d/e\nrmdir empty\n";
+
+static void names_rmdir(void **state)
+{
+	char *want = undo_after(rmx), *got, *s, *p;
+
+	(void)state;
+	for (int c = 0; c < 2; c++) {
+		char *d = log_one_barrier(rmx);
+
+		got = t_snapshot(d);
+		assert_string_equal(got, want);
+		free(got);
+		if (c == 0) { /* none of it durable: all three back */
+			rename_rel(s = staged_at(d, 2, "-x"), d, "empty");
+			free(s);
+			rename_rel(s = staged_at(d, 1, "-x"), d, "d/e");
+			free(s);
+			rename_rel(s = staged_at(d, 0, ""), d, "d/e/f");
+			free(s);
+			replay_twice(d, want);
+		} else { /* a file put in a removed directory stays */
+			s = staged_at(d, 2, "-x");
+			assert_true(asprintf(&p, "%s/late", s) > 0);
+			t_write(s, "late", "kept", 4);
+			assert_true(domain_recover(d) >= 0);
+			assert_int_equal(access(p, F_OK), 0);
+			assert_int_equal(unlink(p), 0);
+			assert_int_equal(rmdir(s), 0);
+			free(p);
+			free(s);
+			assert_int_equal(wnew_count(d), 0);
+		}
+		t_drop(d);
+	}
+	free(want);
 }
 
 /* Move the object that .fstx/wnew/ keeps with content data back to rel. */
@@ -2226,6 +2289,7 @@ int main(void)
 		cmocka_unit_test(names_replay_lost),
 		cmocka_unit_test(names_symlink),
 		cmocka_unit_test(names_dir_batch),
+		cmocka_unit_test(names_rmdir),
 		cmocka_unit_test(names_replace),
 		cmocka_unit_test(remount_replays_all),
 		cmocka_unit_test(mount_id_missing),
