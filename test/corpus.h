@@ -93,6 +93,15 @@ static const char *const corpus[] = {
 	"pwrite 0 \"one\" 0\ntruncate p/q/f1 2\nopen 1 p/f2 O_RDWR|O_CREAT 0600\n"
 	"pwrite 1 \"two\" 4\nopen 2 d/n4 O_WRONLY|O_CREAT|O_EXCL\nclose 2\n"
 	"setxattr p/f2 user.w \"2\"\n",
+	/* 15: a directory emptied and removed, a new symlink, an overwrite
+	 * (the log's removals of directories and its symlinks) */
+	"unlink d/e/f\nrmdir d/e\nsymlink c d/sl\nopen 0 a O_WRONLY\n"
+	"pwrite 0 \"A\" 0\n",
+	/* 16: a symlink switched, an empty directory removed, new files in a
+	 * new directory (staged whole) */
+	"symlink d/e ln replace\nrmdir empty\nmkdir nd 0750\n"
+	"open 0 nd/x O_WRONLY|O_CREAT\npwrite 0 \"x\" 0\nclose 0\n"
+	"open 1 nd/y O_WRONLY|O_CREAT\nclose 1\nsymlink x nd/l\n",
 };
 
 #define NFIXED (sizeof(corpus) / sizeof(corpus[0]))
