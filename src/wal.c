@@ -477,14 +477,9 @@ int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes)
 	return r < 0 ? r : 0;
 }
 
-/*
- * A new name: the directory holding it, and a new directory itself (W6).
- * A new file's data, size and xattrs are entries of their own, which
- * fsync it; the fsync of its directory makes its name and its (empty)
- * inode durable.
- */
-static int sync_name(struct fstx_domain *d, const struct went *e,
-		     const char *path, struct fx_syncset *ss)
+/* The directory holding path, and (W_OBJ_FILE) the directory at path. */
+static int sync_dir(struct fstx_domain *d, const char *path, unsigned obj,
+		    struct fx_syncset *ss)
 {
 	const char *n;
 	int dfd = fx_parent(d, path, &n), fd;
@@ -492,7 +487,7 @@ static int sync_name(struct fstx_domain *d, const struct went *e,
 	if (dfd < 0)
 		return dfd == -ENOENT ? 0 : dfd;
 	fx_ss_dir(ss, dfd);
-	fd = e->kind != W_MKDIR ? -ENOENT :
+	fd = !(obj & W_OBJ_FILE) ? -ENOENT :
 	     fx_os.openat2(dfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, FX_RESOLVE);
 	fx_os.close(dfd);
 	if (fd == -ENOENT)
@@ -503,19 +498,25 @@ static int sync_name(struct fstx_domain *d, const struct went *e,
 	return 0;
 }
 
+/*
+ * What w_objects() says entry e names.  A new file's data, size and
+ * xattrs are entries of their own, which fsync it; the fsync of its
+ * directory makes its name and its (empty) inode durable.
+ */
 static int sync_entry(struct fstx_domain *d, const struct went *e,
 		      const char *path, const char *name, uint64_t data,
 		      struct wvisit *v)
 {
+	unsigned obj = w_objects(e->kind, e->nlen);
 	struct stat st;
 	int fd, r;
 
 	(void)name;
 	(void)data;
-	if (W_IS_NAME(e->kind) && e->nlen)
-		*(int *)v->arg = 1; /* a rename to or from .fstx/wnew/ */
-	if (W_IS_NAME(e->kind))
-		return sync_name(d, e, path, v->ss);
+	if (obj & W_OBJ_WNEW)
+		*(int *)v->arg = 1;
+	if (obj & W_OBJ_PARENT)
+		return sync_dir(d, path, obj, v->ss);
 	if (fx_ss_has(v->ss, fx_w_ino(d, e->ino)))
 		return 0;
 	/* read-only is enough to fsync, and works on a file made read-only

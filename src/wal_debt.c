@@ -65,25 +65,24 @@ static void list_path(struct debt_out *o, const char *path, size_t len)
 	o->n += len + 1;
 }
 
+/* What w_objects() says entry e names, by path. */
 static int note_entry(struct fstx_domain *d, const struct went *e,
 		      const char *path, const char *name, uint64_t data,
 		      struct wvisit *v)
 {
+	unsigned obj = w_objects(e->kind, e->nlen);
 	struct debt_out *o = v->arg;
+	const char *slash = strrchr(path, '/');
 
 	(void)d;
 	(void)name;
 	(void)data;
-	if (W_IS_NAME(e->kind)) {
-		const char *slash = strrchr(path, '/');
-
+	if (obj & W_OBJ_WNEW)
+		o->staged = 1;
+	if (obj & W_OBJ_PARENT)
 		list_path(o, path, slash ? (size_t)(slash - path) : 0);
-		if (e->nlen)
-			o->staged = 1; /* a rename to or from .fstx/wnew/ */
-		if (e->kind != W_MKDIR)
-			return o->full ? 1 : 0;
-	}
-	list_path(o, path, strlen(path));
+	if (obj & W_OBJ_FILE)
+		list_path(o, path, strlen(path));
 	return o->full ? 1 : 0;
 }
 

@@ -46,6 +46,26 @@ enum { W_PWRITE = 1, W_TRUNC = 2, W_SETX = 3, W_MKDIR = 4, W_NEWF = 5,
 #define W_IS_STAGED(k) ((k) == W_NEWF || (k) == W_SYMLINK)
 #define W_WNEW FX_META "/wnew/" /* staging of new files (W2) */
 
+/*
+ * W6: the objects an entry names, which a checkpoint makes durable (wal.c
+ * wal_sync_named()) or lists when it has no barriers (wal_debt.c, W11).
+ * One answer for both, so the two cannot drift apart.
+ *   W_OBJ_FILE    the object at the entry's path (a data entry's file, a
+ *                 new directory; inode-checked where the entry names one)
+ *   W_OBJ_PARENT  the directory holding the entry's path (a name made or
+ *                 removed there)
+ *   W_OBJ_WNEW    .fstx/wnew/: a name moved to or from it (a rename
+ *                 between two directories is durable once both are)
+ */
+enum { W_OBJ_FILE = 1, W_OBJ_PARENT = 2, W_OBJ_WNEW = 4 };
+static inline unsigned w_objects(uint32_t kind, uint32_t nlen)
+{
+	if (!W_IS_NAME(kind))
+		return W_OBJ_FILE;
+	return W_OBJ_PARENT | (kind == W_MKDIR ? W_OBJ_FILE : 0) |
+	       (nlen ? W_OBJ_WNEW : 0);
+}
+
 /* A record's header (wal_rec.c). */
 struct wrec {
 	uint32_t magic, nent;
