@@ -216,6 +216,9 @@ int fx_move(struct fstx_domain *d, const char *src, const char *dst,
 /* Unlink p (rmdir when dir); its parent into ss when it happened; 0 when
  * p or its parent is absent. */
 int fx_remove(struct fstx_domain *d, const char *p, int dir, struct fx_syncset *ss);
+/* FICLONERANGE of len bytes (0: to src's end), else a copy: 0 or -errno. */
+int64_t fx_clone_copy(int dst, int src, uint64_t soff, uint64_t len,
+		      uint64_t doff);
 /* Before-image ranges this long are cloned where reflink works. */
 extern uint64_t fx_clone_min;
 extern int fx_wal_auto; /* trans.c: 1 every transaction tries the log first */

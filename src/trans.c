@@ -372,8 +372,8 @@ static int with_path_fd(struct exec *X, const struct btrfs_ioctl_usertrans_op *o
 }
 
 /* FICLONERANGE, else copy_file_range, else read/write: same bytes. */
-static int64_t clone_range(int dst, int src, uint64_t soff, uint64_t len,
-			   uint64_t doff)
+int64_t fx_clone_copy(int dst, int src, uint64_t soff, uint64_t len,
+		      uint64_t doff)
 {
 	struct stat st;
 	char buf[65536];
@@ -445,7 +445,7 @@ static int64_t exec_op(struct exec *X, size_t i)
 	case BTRFS_IOC_UT_OP_CLONERANGE:
 		if ((fd = fdof(X, op->args[0])) < 0 || (fd2 = fdof(X, op->args[1])) < 0)
 			return -EBADF;
-		return clone_range(fd, fd2, (uint64_t)op->args[2],
+		return fx_clone_copy(fd, fd2, (uint64_t)op->args[2],
 				   (uint64_t)op->args[3], (uint64_t)op->args[4]);
 	case BTRFS_IOC_UT_OP_TRUNCATE:
 	case BTRFS_IOC_UT_OP_SETXATTR:
@@ -570,14 +570,16 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 			if (!(P->pops[i].create || P->pops[i].check_ino) || (a[1] & O_APPEND) ||
 			    ((a[1] & O_TRUNC) && (a[1] & O_ACCMODE) == O_RDONLY))
 				goto out;
-			wr[a[3]] = (a[1] & O_ACCMODE) != O_RDONLY;
+			/* 1 writable, 2 writable and new (never staged, W13) */
+			wr[a[3]] = (a[1] & O_ACCMODE) == O_RDONLY ? 0 : P->pops[i].create ? 2 : 1;
 			res[i] = a[3];
 			break;
 		case BTRFS_IOC_UT_OP_PWRITE:
 			if (!wr[a[0]] || (uint64_t)a[3] + (uint64_t)a[2] > FX_WAL_MAX_OFF)
 				goto out;
 			res[i] = a[2];
-			bytes += (uint64_t)a[2];
+			if (!fx_wal_stages(d, ut->flags, (uint64_t)a[2], wr[a[0]] == 2))
+				bytes += (uint64_t)a[2]; /* else staged: W13 */
 			break;
 		case BTRFS_IOC_UT_OP_TRUNCATE:
 			if ((uint64_t)a[1] > FX_WAL_MAX_OFF)

@@ -241,6 +241,25 @@
  *      (kept 0, W11) needs no fdatasync first.  So two crash-only
  *      transactions in a row on one handle cost one hint write, not two.
  *      The handle's close writes the hint it owes (fx_wal_settle()).
+ * W13. Large overwrites are staged, not logged.  In a durable
+ *      transaction on a filesystem with reflink, a pwrite of
+ *      fx_wal_stage_min bytes or more into an existing file
+ *      (fx_wal_stages()) writes its data at its own offset into a new file
+ *      .fstx/wnew/SALT-OFFSET-cOP, and the record holds a clone entry
+ *      naming that file and its inode instead of the data (so such bytes
+ *      do not count against fx_wal_large, W1).  Before the record is
+ *      appended, each staged file is fdatasync()ed and then .fstx/wnew/
+ *      fsynced: the record can never be durable without the data and
+ *      the name it points at (wal_stage.c fx_w_stage_writes()).  Applying
+ *      the entry, in place or in replay (W5), clones the range into the
+ *      file (FICLONERANGE: the data is written once), else copies it;
+ *      again and again gives the same bytes.  The staged files live until
+ *      the checkpoint's emptying of .fstx/wnew/ (W6), which the
+ *      transaction runs at once after applying.  Crash-only and lazy
+ *      transactions log their data as before (nothing would sync the
+ *      staged file before a later barrier made the record durable).
+ *      test_wal large_staged, and kill_every_call / errors_every_call
+ *      with every pwrite staged.
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to
@@ -260,6 +279,14 @@
 
 uint64_t fx_wal_max = 4u << 20;
 uint64_t fx_wal_large = 1u << 20;
+uint64_t fx_wal_stage_min = 512u << 10;
+
+int fx_wal_stages(struct fstx_domain *d, uint64_t flags, uint64_t len, int newf)
+{
+	if (newf || len < fx_wal_stage_min || (flags & (FSTX_UT_NOSYNC | FSTX_UT_LAZY)))
+		return 0;
+	return fx_fs_probe(d) == 0 && d->fs.reflink;
+}
 uint64_t fx_lazy_max = 4u << 20;
 uint64_t fx_wal_window = 256u << 10;
 
@@ -909,13 +936,14 @@ static void assert_inodes(struct fstx_domain *d, const struct plan *P,
  */
 static int append(struct fstx_domain *d, const struct plan *P,
 		  const int *tgt, const uint64_t *ino, const char *const *fpath,
-		  const struct wname *nm, size_t nnm, uint64_t *at, int lazy_rec)
+		  const struct wname *nm, size_t nnm, const struct wclone *cl,
+		  uint64_t *at, int lazy_rec)
 {
 	uint64_t end = 0;
 	int r;
 
 	*at = d->wal_end;
-	if ((r = fx_w_write_record(d, P, tgt, ino, fpath, nm, nnm, &end)) < 0 ||
+	if ((r = fx_w_write_record(d, P, tgt, ino, fpath, nm, nnm, cl, &end)) < 0 ||
 	    (r = fx_w_grow(d, end)) < 0)
 		goto undo;
 	uint64_t lazy = d->wal_lazy;
@@ -1012,17 +1040,18 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	struct wname *nm = fx_calloc(P->nsteps + 1, sizeof(*nm));
 	const char **fpath = fx_calloc(n, sizeof(*fpath));
 	uint64_t *cset = fx_calloc(n + P->nsteps + 1, sizeof(*cset));
+	struct wclone *cl = fx_calloc(n, sizeof(*cl));
 	size_t nnm = 0;
-	int rs = 0, appended = 0, pre = 0;
+	int rs = 0, appended = 0, pre = 0, staged = 0;
 	long r;
 	size_t i;
 
 	d->wal_owed = 0;
 	r = -ENOMEM;
-	if (!fds || !F.own || !slot_op || !tgt || !ino || !nm || !fpath || !cset)
+	if (!fds || !F.own || !slot_op || !tgt || !ino || !nm || !fpath || !cset || !cl)
 		goto out;
 	for (i = 0; i < n; i++)
-		fds[i] = -1;
+		fds[i] = cl[i].fd = -1;
 	if (!d->wal_salt && (r = wal_reset(d, 0)) < 0)
 		goto out;
 	nnm = fx_w_names_of(d, P, nm);
@@ -1073,9 +1102,14 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		r = 0;
 		goto out;
 	}
+	/* W13: large overwrites staged, durable before the record */
+	if ((staged = fx_w_stage_writes(d, P, tgt, ut->flags, cl)) < 0) {
+		r = 1; /* the undo way meets the error and rolls back */
+		goto out;
+	}
 	if (d->nosync)
 		d->wal_busy = 1; /* W7: applied at once, under the lock */
-	if ((r = append(d, P, tgt, ino, fpath, nm, nnm, &at, d->lazy)) < 0) {
+	if ((r = append(d, P, tgt, ino, fpath, nm, nnm, cl, &at, d->lazy)) < 0) {
 		d->wal_busy = 0;
 		goto out;
 	}
@@ -1141,10 +1175,12 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 			goto out;
 		}
 	}
-	if ((r = fx_w_apply_all(d, ut, P, res, fds, tgt, nm, nnm, pre)) < 0)
+	if ((r = fx_w_apply_all(d, ut, P, res, fds, tgt, nm, nnm, cl, pre)) < 0)
 		goto out; /* busy stays: the next lock holder applies it */
-	/* the first open record: APPLIED moves past it, no state word needed */
-	int first = at == d->wal_applied, full = d->wal_end - W_START > fx_wal_max;
+	/* the first open record: APPLIED moves past it, no state word needed;
+	 * staged data is dropped at once (W13) */
+	int first = at == d->wal_applied,
+	    full = d->wal_end - W_START > fx_wal_max || staged > 0;
 
 	if (first)
 		d->wal_applied = rec_end;
@@ -1165,12 +1201,15 @@ out:
 		d->wal_owed = 1; /* fx_wal_owed() */
 	if (!appended && nm)
 		fx_w_unstage(d, nm, nnm); /* declined, planning again, or failed */
+	if (cl)
+		fx_w_drop_writes(d, cl, n, !appended);
 	if (fds && F.own)
 		close_targets(d, &F, ino, n);
 	fx_w_free_stages(nm, P->nsteps + 1);
 	free(nm);
 	free(fpath);
 	free(cset);
+	free(cl);
 	free(fds);
 	free(F.own);
 	free(slot_op);

@@ -41,6 +41,15 @@ int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes);
 extern uint64_t fx_wal_max;
 /* Transactions writing more data than this take the undo way. */
 extern uint64_t fx_wal_large;
+/*
+ * W13: is a pwrite of len bytes (into a file the transaction makes: newf)
+ * staged in a file of its own and cloned into place, not logged?  Only
+ * durable transactions (flags without FSTX_UT_NOSYNC or FSTX_UT_LAZY) on
+ * a filesystem with reflink, for pwrites of fx_wal_stage_min bytes or
+ * more into existing files.  Probes the filesystem (under the lock).
+ */
+int fx_wal_stages(struct fstx_domain *d, uint64_t flags, uint64_t len, int newf);
+extern uint64_t fx_wal_stage_min;
 /* W10: lazy records open past this many bytes are flushed. */
 extern uint64_t fx_lazy_max;
 extern uint64_t fx_wal_window; /* wal.c: open records read in one go up to this */

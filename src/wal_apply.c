@@ -15,9 +15,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Apply op i in place (W4). */
+/* Apply op i in place (W4); a staged pwrite is cloned in (W13). */
 static int64_t apply_op(const struct plan *P, size_t i, const int *fds,
-			const int *tgt)
+			const int *tgt, const struct wclone *cl)
 {
 	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
 
@@ -27,6 +27,9 @@ static int64_t apply_op(const struct plan *P, size_t i, const int *fds,
 	case BTRFS_IOC_UT_OP_PWRITE:
 		if (!op->args[2])
 			return 0;
+		if (cl && cl[i].fd >= 0)
+			return fx_clone_copy(fds[tgt[i]], cl[i].fd, (uint64_t)op->args[3],
+					     (uint64_t)op->args[2], (uint64_t)op->args[3]);
 		return fx_w_write_all(fds[tgt[i]], ARGP(op, 1),
 				      (size_t)op->args[2], (uint64_t)op->args[3]);
 	case BTRFS_IOC_UT_OP_TRUNCATE:
@@ -55,7 +58,7 @@ static int on_new(const struct plan *P, size_t i, const int *tgt)
 int fx_w_apply_new(const struct plan *P, const int *fds, const int *tgt)
 {
 	for (size_t i = 0; i < P->nops; i++)
-		if (on_new(P, i, tgt) && apply_op(P, i, fds, tgt) < 0)
+		if (on_new(P, i, tgt) && apply_op(P, i, fds, tgt, NULL) < 0)
 			return 0;
 	return 1;
 }
@@ -131,7 +134,8 @@ static int name_first(struct fstx_domain *d, struct ndirs *D, const struct wname
  * from res.  0 or -errno. */
 long fx_w_apply_all(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		    const struct plan *P, const int64_t *res, const int *fds,
-		    const int *tgt, const struct wname *nm, size_t nnm, int pre)
+		    const int *tgt, const struct wname *nm, size_t nnm,
+		    const struct wclone *cl, int pre)
 {
 	struct btrfs_ioctl_usertrans_op *ops = (void *)(intptr_t)ut->ops_ptr;
 	struct ndirs D = { .wnew = -1, .par = -1 };
@@ -150,7 +154,7 @@ long fx_w_apply_all(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	}
 	ndirs_close(&D);
 	for (size_t i = 0; i < P->nops; i++) {
-		int64_t got = pre && on_new(P, i, tgt) ? 0 : apply_op(P, i, fds, tgt);
+		int64_t got = pre && on_new(P, i, tgt) ? 0 : apply_op(P, i, fds, tgt, cl);
 
 		if (got < 0) {
 			ops[i].rval = got;
@@ -426,6 +430,8 @@ static int apply_ent(struct fstx_domain *d, struct hpass *H,
 		return fd;
 	if (e->kind == W_PWRITE)
 		return fx_w_write_all(fd, in->data, (size_t)e->b, e->a);
+	if (e->kind == W_CLONE)
+		return fx_w_clone_in(d, fd, e, in->name, in->data);
 	if (e->kind == W_TRUNC)
 		return fx_os.ftruncate(fd, (off_t)e->a);
 	return fx_os.fsetxattr(fd, in->name, in->data, (size_t)e->b, 0);

@@ -40,7 +40,7 @@
 /* Entry kinds (byte layout: wal_rec.c).  The name entries of a record
  * (W_MKDIR, W_NEWF, W_UNLINK, W_SYMLINK) come before its other entries. */
 enum { W_PWRITE = 1, W_TRUNC = 2, W_SETX = 3, W_MKDIR = 4, W_NEWF = 5,
-       W_UNLINK = 6, W_SYMLINK = 7 };
+       W_UNLINK = 6, W_SYMLINK = 7, W_CLONE = 8 };
 #define W_IS_NAME(k) ((k) >= W_MKDIR && (k) <= W_SYMLINK)
 /* A new object staged in .fstx/wnew/ before its record (W2) */
 #define W_IS_STAGED(k) ((k) == W_NEWF || (k) == W_SYMLINK)
@@ -123,6 +123,14 @@ struct wname {
 	size_t op;              /* the op that creates it */
 };
 
+/* A pwrite staged in a file of its own (W13), per op: fd -1 if not. */
+struct wclone {
+	int fd;                 /* the staged file, open */
+	char name[72];          /* W_WNEW "SALT-OFFSET-cOP" */
+	uint64_t spec[2];       /* the entry's data: length, staged inode */
+};
+#define W_CLONE_SPEC 16         /* bytes of a clone entry's data */
+
 /* One entry of a record read from the log (fx_w_rec_walk()). */
 struct wvisit {
 	int (*fn)(struct fstx_domain *d, const struct went *e, const char *path,
@@ -159,7 +167,11 @@ size_t fx_w_rec_entries(const struct plan *P, const int *tgt, const uint64_t *in
 			const char *const *fpath, size_t nnm);
 int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
 		      const int *tgt, const uint64_t *ino, const char *const *fpath,
-		      const struct wname *nm, size_t nnm, uint64_t *end);
+		      const struct wname *nm, size_t nnm,
+		      const struct wclone *cl, uint64_t *end);
+/* W13: apply a clone entry (data: its W_CLONE_SPEC bytes) to fd. */
+int fx_w_clone_in(struct fstx_domain *d, int fd, const struct went *e,
+		  const char *name, const unsigned char *data);
 /* Make a name entry's new name hold its object (W5); 0 or -errno. */
 int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 		    const char *stage, uint64_t ino, uint32_t mode,
@@ -197,7 +209,8 @@ int fx_w_advance(struct fstx_domain *d);
 /* pre: fx_w_apply_new() made the changes to new files already */
 long fx_w_apply_all(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		    const struct plan *P, const int64_t *res, const int *fds,
-		    const int *tgt, const struct wname *nm, size_t nnm, int pre);
+		    const int *tgt, const struct wname *nm, size_t nnm,
+		    const struct wclone *cl, int pre);
 int fx_w_apply_new(const struct plan *P, const int *fds, const int *tgt);
 
 /* ---- wal_group.c: group commit ---------------------------------------- */
@@ -220,6 +233,13 @@ int fx_w_removal_declined(struct fstx_domain *d, const struct plan *P,
 void fx_w_unstage(struct fstx_domain *d, struct wname *nm, size_t nnm);
 void fx_w_free_stages(struct wname *nm, size_t cap);
 struct wname *fx_w_name_of_op(struct wname *nm, size_t nnm, size_t op);
+/* W13: stage the pwrites fx_wal_stages() takes into cl (P->nops of them,
+ * fd -1 each), durable with their names: the count staged, or -errno. */
+int fx_w_stage_writes(struct fstx_domain *d, const struct plan *P,
+		      const int *tgt, uint64_t flags, struct wclone *cl);
+/* Close the staged files; unlink them too when not appended (unstage). */
+void fx_w_drop_writes(struct fstx_domain *d, struct wclone *cl, size_t n,
+		      int unstage);
 
 /* ---- wal_debt.c: W11 -------------------------------------------------- */
 /* List the objects the records name: 0, 1 too many (sync them), -errno. */

@@ -25,19 +25,22 @@
  *
  * An entry (struct went, 40 bytes, then its names and data):
  *     0 u32 kind: 1 pwrite, 2 truncate, 3 setxattr, 4 mkdir, 5 new file,
- *       6 remove, 7 new symlink
+ *       6 remove, 7 new symlink, 8 clone from a staged file (W13)
  *     4 u32 path length     8 u64 inode number the file must have (mkdir 0)
- *    16 u64 a: pwrite offset, truncate size, setxattr 0, mode (4, 5), 0 (6, 7)
+ *    16 u64 a: pwrite offset, truncate size, setxattr 0, mode (4, 5), 0 (6, 7),
+ *       the offset in the file and in the staged file (8)
  *    24 u64 b: pwrite length, truncate 0, setxattr value length, 0 (4-6),
- *       the target's length (7: 1 to PATH_MAX - 1)
+ *       the target's length (7: 1 to PATH_MAX - 1), 16 (8)
  *    32 u32 name length: the xattr name (setxattr), the staged object
  *       (new file, new symlink: .fstx/wnew/NAME, or .fstx/wnew/DIR/NAME in
- *       a staged directory; a staged new directory: .fstx/wnew/NAME) or
- *       where the removed object waits for the checkpoint (remove):
- *       .fstx/wnew/NAME; else 0 (at most W_NAME_MAX)          36 u32 0
+ *       a staged directory; a staged new directory: .fstx/wnew/NAME; the
+ *       staged data of a clone: .fstx/wnew/NAME) or where the removed
+ *       object waits for the checkpoint (remove): .fstx/wnew/NAME; else 0
+ *       (at most W_NAME_MAX)                                   36 u32 0
  *    40 the canonical path (no NUL), the name (no NUL), b bytes of data
- *       (none for a truncate; a new symlink's target, no NUL), zeros to the
- *       next multiple of 8
+ *       (none for a truncate; a new symlink's target, no NUL; a clone's
+ *       u64 length, 1 to FX_WAL_MAX_OFF - a, and u64 inode number of the
+ *       staged file), zeros to the next multiple of 8
  *
  * Name entries come first in a record: removals, then new directories,
  * then new files, then new symlinks (each at the name the transaction
@@ -456,7 +459,7 @@ static int stage_ok(uint32_t kind, const char *name, uint32_t len)
 	if (len <= w || memcmp(name, W_WNEW, w))
 		return 0;
 	slash = memchr(c, '/', len - w);
-	if (!slash || kind == W_MKDIR || kind == W_UNLINK)
+	if (!slash || kind == W_MKDIR || kind == W_UNLINK || kind == W_CLONE)
 		return component_ok(c, len - w);
 	return component_ok(c, (size_t)(slash - c)) &&
 	       component_ok(slash + 1, len - w - (size_t)(slash - c) - 1);
@@ -497,6 +500,9 @@ static int entry_check(const struct went *e, const char *path, const char *name,
 	if (W_IS_NAME(e->kind))
 		return e->b || e->a > 07777 || !stage_ok(e->kind, name, e->nlen) ?
 		       -EUCLEAN : 0;
+	if (e->kind == W_CLONE) /* its length: fx_w_clone_in() */
+		return e->b != W_CLONE_SPEC || room < e->b || e->a > FX_WAL_MAX_OFF ||
+		       !stage_ok(e->kind, name, e->nlen) ? -EUCLEAN : 0;
 	if (e->kind == W_TRUNC ? e->b != 0 : room < e->b)
 		return -EUCLEAN;
 	if (e->kind == W_SETX ? (e->b > FSTX_MAX_XATTR || !e->nlen) : e->nlen)
@@ -606,6 +612,33 @@ int fx_w_rec_walk(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 	return r;
 }
 
+/*
+ * W13: the staged file's range [a, a + length) into fd at a, cloned or
+ * copied.  The staged file was durable before the record, and stays until
+ * the checkpoint: one missing, of another inode or too short is -EUCLEAN.
+ */
+int fx_w_clone_in(struct fstx_domain *d, int fd, const struct went *e,
+		  const char *name, const unsigned char *data)
+{
+	uint64_t spec[2];
+	struct stat st;
+	int sfd, r;
+
+	memcpy(spec, data, sizeof(spec));
+	if (!spec[0] || spec[0] > FX_WAL_MAX_OFF - e->a)
+		return -EUCLEAN;
+	if ((sfd = fx_open(d, name, O_RDONLY | O_NOFOLLOW, 0)) < 0)
+		return sfd == -ENOENT ? -EUCLEAN : sfd;
+	if ((r = fx_os.fstat(sfd, &st)) == 0 &&
+	    ((uint64_t)st.st_ino != spec[1] || !S_ISREG(st.st_mode) ||
+	     (uint64_t)st.st_size < e->a + spec[0]))
+		r = -EUCLEAN;
+	if (r == 0)
+		r = (int)fx_clone_copy(fd, sfd, e->a, spec[0], e->a);
+	fx_os.close(sfd);
+	return r;
+}
+
 static int replay_entry(struct fstx_domain *d, const struct went *e,
 			const char *path, const char *name, uint64_t data,
 			struct wvisit *v)
@@ -632,6 +665,10 @@ static int replay_entry(struct fstx_domain *d, const struct went *e,
 	switch (e->kind) {
 	case W_PWRITE:
 		return copy_in(d, fd, data, e->b, e->a, v->buf);
+	case W_CLONE:
+		if ((r = fx_w_read_all(d->wal, v->buf, W_CLONE_SPEC, data)) < 0)
+			return r == -ENODATA ? -EUCLEAN : r;
+		return fx_w_clone_in(d, fd, e, name, v->buf);
 	case W_TRUNC:
 		return fx_os.ftruncate(fd, (off_t)e->a);
 	default:
@@ -697,12 +734,14 @@ static void wb_pad(struct wbuf *w)
 
 /* The change op i makes, as an entry (0 if none); sizes in *e. */
 static int entry_of(const struct plan *P, size_t i, const int *tgt,
-		    const uint64_t *ino, const char *const *fpath, struct went *e,
-		    const char **path, const void **data)
+		    const uint64_t *ino, const char *const *fpath,
+		    const struct wclone *cl, struct went *e, const char **path,
+		    const char **name, const void **data)
 {
 	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
 
 	memset(e, 0, sizeof(*e));
+	*name = NULL;
 	switch (op->op) {
 	case BTRFS_IOC_UT_OP_OPEN: /* O_TRUNC: a truncate to 0 */
 		if (!(op->args[1] & O_TRUNC))
@@ -721,6 +760,12 @@ static int entry_of(const struct plan *P, size_t i, const int *tgt,
 		e->a = (uint64_t)op->args[3];
 		e->b = (uint64_t)op->args[2];
 		*data = ARGP(op, 1);
+		if (cl && cl[i].fd >= 0) { /* staged (W13) */
+			e->kind = W_CLONE;
+			e->b = W_CLONE_SPEC;
+			*data = cl[i].spec;
+			*name = cl[i].name;
+		}
 		break;
 	case BTRFS_IOC_UT_OP_TRUNCATE:
 		*path = P->pops[i].cpath;
@@ -733,7 +778,7 @@ static int entry_of(const struct plan *P, size_t i, const int *tgt,
 		*path = P->pops[i].cpath;
 		e->ino = ino[i];
 		e->kind = W_SETX;
-		e->nlen = (uint32_t)strlen(ARGP(op, 1));
+		*name = ARGP(op, 1);
 		e->b = (uint64_t)op->args[3];
 		*data = ARGP(op, 2);
 		break;
@@ -743,6 +788,7 @@ static int entry_of(const struct plan *P, size_t i, const int *tgt,
 	if (fpath[i]) /* a new file: named as it is when the record is done */
 		*path = fpath[i];
 	e->plen = (uint32_t)strlen(*path);
+	e->nlen = *name ? (uint32_t)strlen(*name) : 0;
 	return 1;
 }
 
@@ -758,13 +804,13 @@ static uint64_t entry_size(const struct went *e)
 size_t fx_w_rec_entries(const struct plan *P, const int *tgt, const uint64_t *ino,
 			const char *const *fpath, size_t nnm)
 {
-	const char *path;
+	const char *path, *name;
 	const void *data;
 	struct went e;
 	size_t n = nnm;
 
 	for (size_t i = 0; i < P->nops; i++)
-		n += entry_of(P, i, tgt, ino, fpath, &e, &path, &data) != 0;
+		n += entry_of(P, i, tgt, ino, fpath, NULL, &e, &path, &name, &data) != 0;
 	return n;
 }
 
@@ -780,12 +826,13 @@ static void name_entry(const struct wname *nm, struct went *e)
 
 int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
 		      const int *tgt, const uint64_t *ino, const char *const *fpath,
-		      const struct wname *nm, size_t nnm, uint64_t *end)
+		      const struct wname *nm, size_t nnm,
+		      const struct wclone *cl, uint64_t *end)
 {
 	struct wrec h = { .magic = W_REC_MAGIC, .salt = d->wal_salt };
 	struct wbuf w = { .fd = d->wal, .off = d->wal_end };
 	struct went e;
-	const char *path;
+	const char *path, *name;
 	const void *data;
 	int r, one;
 
@@ -795,7 +842,7 @@ int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
 		h.len += entry_size(&e);
 	}
 	for (size_t i = 0; i < P->nops; i++)
-		if (entry_of(P, i, tgt, ino, fpath, &e, &path, &data)) {
+		if (entry_of(P, i, tgt, ino, fpath, cl, &e, &path, &name, &data)) {
 			h.nent++;
 			h.len += entry_size(&e);
 		}
@@ -815,12 +862,11 @@ int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
 		wb_pad(&w);
 	}
 	for (size_t i = 0; i < P->nops && !w.err; i++) {
-		if (!entry_of(P, i, tgt, ino, fpath, &e, &path, &data))
+		if (!entry_of(P, i, tgt, ino, fpath, cl, &e, &path, &name, &data))
 			continue;
 		wb_put(&w, &e, sizeof(e));
 		wb_put(&w, path, e.plen);
-		if (e.kind == W_SETX)
-			wb_put(&w, ARGP(&P->ops[i], 1), e.nlen);
+		wb_put(&w, name, e.nlen);
 		if (e.kind != W_TRUNC)
 			wb_put(&w, data, (size_t)e.b);
 		wb_pad(&w);

@@ -5,9 +5,10 @@
  * a transaction's plan holds, at which final names; the staged objects in
  * .fstx/wnew/ that let the record name their inodes (a new directory with
  * the files made right in it staged whole); and their removal when the
- * transaction does not reach its record.  wal.c calls these from its
- * commit; wal_apply.c moves the staged objects after the barrier, and
- * wal_rec.c replays the name entries (W5).
+ * transaction does not reach its record.  And the large overwrites staged
+ * in files of their own (W13).  wal.c calls these from its commit;
+ * wal_apply.c moves the staged objects after the barrier, and wal_rec.c
+ * replays the name and clone entries (W5).
  */
 #define _GNU_SOURCE
 #include "wal_int.h"
@@ -306,4 +307,75 @@ struct wname *fx_w_name_of_op(struct wname *nm, size_t nnm, size_t op)
 		if (nm[k].op == op && nm[k].kind == W_NEWF)
 			return &nm[k];
 	return NULL;
+}
+
+/* ---- W13: large overwrites, staged ------------------------------------ */
+
+/* Stage op i's data at its own offset in cl->name; cl->fd open. */
+static int stage_write(struct fstx_domain *d, const struct btrfs_ioctl_usertrans_op *op,
+		       size_t i, struct wclone *cl)
+{
+	const int fl = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW;
+	struct stat st;
+	int r;
+
+	snprintf(cl->name, sizeof(cl->name), W_WNEW "%016llx-%llx-c%zu",
+		 (unsigned long long)d->wal_salt, (unsigned long long)d->wal_end, i);
+	cl->fd = fx_open(d, cl->name, fl, 0600);
+	if (cl->fd == -EEXIST && (r = fx_remove(d, cl->name, 0, NULL)) < 0)
+		return r; /* one left by power loss: garbage (W6) */
+	if (cl->fd == -EEXIST)
+		cl->fd = fx_open(d, cl->name, fl, 0600);
+	if (cl->fd < 0)
+		return cl->fd;
+	if ((r = fx_w_write_all(cl->fd, ARGP(op, 1), (size_t)op->args[2],
+				(uint64_t)op->args[3])) < 0 ||
+	    (r = fx_os.writeback(cl->fd)) < 0 || (r = fx_os.fstat(cl->fd, &st)) < 0)
+		return r;
+	cl->spec[0] = (uint64_t)op->args[2];
+	cl->spec[1] = (uint64_t)st.st_ino;
+	return 0;
+}
+
+int fx_w_stage_writes(struct fstx_domain *d, const struct plan *P,
+		      const int *tgt, uint64_t flags, struct wclone *cl)
+{
+	size_t n = 0;
+	int r = 0, dfd;
+
+	for (size_t i = 0; i < P->nops && r == 0; i++) {
+		const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+
+		if (op->op != BTRFS_IOC_UT_OP_PWRITE ||
+		    !fx_wal_stages(d, flags, (uint64_t)op->args[2],
+				   P->pops[tgt[i]].create))
+			continue;
+		r = stage_write(d, op, i, &cl[i]);
+		n++;
+	}
+	/* their data, then their names: durable before the record (W13);
+	 * the write-out of each began as it was written */
+	for (size_t i = 0; i < P->nops && r == 0; i++)
+		if (cl[i].fd >= 0)
+			r = fx_os.fdatasync(cl[i].fd);
+	if (r == 0 && n) {
+		if ((dfd = fx_open(d, W_WNEW, O_RDONLY | O_DIRECTORY, 0)) < 0)
+			return dfd;
+		r = fx_os.fsync(dfd);
+		fx_os.close(dfd);
+	}
+	return r < 0 ? r : (int)n;
+}
+
+void fx_w_drop_writes(struct fstx_domain *d, struct wclone *cl, size_t n,
+		      int unstage)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (cl[i].fd < 0)
+			continue;
+		fx_os.close(cl[i].fd);
+		cl[i].fd = -1;
+		if (unstage)
+			fx_remove(d, cl[i].name, 0, NULL);
+	}
 }

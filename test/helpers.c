@@ -16,15 +16,20 @@
 #include <unistd.h>
 
 extern uint64_t fx_clone_min; /* journal.c (internal) */
+extern uint64_t fx_wal_stage_min; /* wal.c (internal) */
 
 /* FSTX_CLONE_MIN=N: clone before-images of N bytes or more (where reflink
- * works), so the crash harness covers the clone path with small tx. */
+ * works), so the crash harness covers the clone path with small tx;
+ * FSTX_WAL_STAGE_MIN=N: stage pwrites of N bytes or more (wal.c W13). */
 __attribute__((constructor)) static void t_clone_min(void)
 {
 	const char *v = getenv("FSTX_CLONE_MIN");
 
 	if (v && *v)
 		fx_clone_min = strtoull(v, NULL, 0);
+	v = getenv("FSTX_WAL_STAGE_MIN");
+	if (v && *v)
+		fx_wal_stage_min = strtoull(v, NULL, 0);
 }
 
 __attribute__((noreturn)) static void die(const char *what)

@@ -921,6 +921,22 @@ static void power_loss_wal(void **state)
 }
 
 /*
+ * The same with every pwrite staged in a file of its own and cloned into
+ * place (wal.c W13, where the filesystem has reflink): the staged data
+ * and its name are durable before the record, or power loss after the
+ * record's barrier finds nothing to clone.
+ */
+static void power_loss_staged(void **state)
+{
+	uint64_t saved = fx_wal_stage_min;
+
+	(void)state;
+	fx_wal_stage_min = 1;
+	pl_run((char **)wal_tx, 2, "power-loss staged");
+	fx_wal_stage_min = saved;
+}
+
+/*
  * A transaction that fails at its last op and is rolled back (the
  * before state is the only legal one), and the same shapes as name
  * changes another process may make durable early (an fsync(2) of its
@@ -993,6 +1009,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(power_loss),
 		cmocka_unit_test(power_loss_wal),
+		cmocka_unit_test(power_loss_staged),
 		cmocka_unit_test(power_loss_rollback),
 		cmocka_unit_test(power_loss_fsync),
 		cmocka_unit_test(power_loss_debt),

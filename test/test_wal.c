@@ -35,6 +35,8 @@
 #include <sys/xattr.h>
 #include <sys/vfs.h>
 #include <linux/magic.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -606,6 +608,13 @@ static void wal_prep(void)
 	fx_wal_max = 3000; /* a checkpoint inside the sequence */
 }
 
+/* And every pwrite into an existing file staged (W13, where reflink). */
+static void wal_prep_staged(void)
+{
+	fx_wal_max = 3000;
+	fx_wal_stage_min = 1;
+}
+
 static long seq_calls_of(char *const *tx)
 {
 	char *d = t_fresh();
@@ -662,7 +671,8 @@ static void kill_every_call(void **state)
 		for (long k = 1; k <= n; k += call_stride()) {
 			char *d = t_fresh();
 			struct seq q = { (const char *const *)seqtx, NSEQ,
-					 (int)(k / 3 % 2), 0, wal_prep };
+					 (int)(k / 3 % 2), 0,
+					 k % 3 == 2 ? wal_prep_staged : wal_prep };
 
 			kill_point(d, &q, m, k, st,
 				   m ? "wal kill-after call" : "wal kill-before call");
@@ -711,7 +721,7 @@ static void errors_every_call(void **state)
 	static const int errs[] = { EIO, ENOSPC };
 	char *st[NSEQ + 1];
 	long n = seq_calls(), points = 0, failed = 0;
-	uint64_t saved = fx_wal_max;
+	uint64_t saved = fx_wal_max, stage_min = fx_wal_stage_min;
 
 	(void)state;
 	seq_states(st);
@@ -725,6 +735,8 @@ static void errors_every_call(void **state)
 
 				if (k % 2) /* half the points on one handle */
 					assert_int_equal(fstx_domain_open(d, &h), 0);
+				/* a third with every pwrite staged (W13) */
+				fx_wal_stage_min = k % 3 == 2 ? 1 : stage_min;
 				fo_install(FO_FAIL, k, errs[e]);
 				fo.sticky = sticky;
 				for (int j = 0; j < NSEQ; j++) {
@@ -744,6 +756,7 @@ static void errors_every_call(void **state)
 				t_drop(d);
 			}
 	fx_wal_max = saved;
+	fx_wal_stage_min = stage_min;
 	printf("wal errors: EIO and ENOSPC, once and sticky: %ld fault points, "
 	       "%ld sequences cut short, 0 torn\n", points, failed);
 	for (int k = 0; k <= NSEQ; k++)
@@ -1304,6 +1317,162 @@ static void names_replace(void **state)
  * its cache without a reboot comes back as another mount, and every record
  * is replayed then (the in-place change lost here is restored).
  */
+/* ---- W13: large overwrites staged, cloned into place ---------------------- */
+
+/* Does FICLONERANGE work in domain d (reflink)? */
+static int has_reflink(const char *d)
+{
+	char *a, *b;
+	int fa, fb, ok;
+
+	assert_true(asprintf(&a, "%s/.rl-a", d) > 0 && asprintf(&b, "%s/.rl-b", d) > 0);
+	fa = open(a, O_RDWR | O_CREAT, 0600);
+	fb = open(b, O_RDWR | O_CREAT, 0600);
+	assert_true(fa >= 0 && fb >= 0);
+	ok = ioctl(fb, FICLONERANGE, &(struct file_clone_range){ .src_fd = fa }) == 0;
+	close(fa);
+	close(fb);
+	unlink(a);
+	unlink(b);
+	free(a);
+	free(b);
+	return ok;
+}
+
+#define STAGED (64u << 10)
+static long clones_ok;
+static int count_clone(int dst, int src, uint64_t so, uint64_t len, uint64_t dof)
+{
+	int r = fx_os_libc.ficlonerange(dst, src, so, len, dof);
+
+	clones_ok += r == 0 && so == dof && len == STAGED;
+	return r;
+}
+
+/* Dies at the clone of the staged data (not at the filesystem's probe). */
+static int die_at_clone(int dst, int src, uint64_t so, uint64_t len, uint64_t dof)
+{
+	if (len == STAGED)
+		_exit(7);
+	return fx_os_libc.ficlonerange(dst, src, so, len, dof);
+}
+
+/* 64 KiB at 64 KiB into a 256 KiB file L, a small write and an xattr. */
+static char *staged_tx(void)
+{
+	char *t, *data = malloc(STAGED + 1);
+
+	assert_non_null(data);
+	for (unsigned i = 0; i < STAGED; i++)
+		data[i] = (char)('A' + i % 23);
+	data[STAGED] = 0;
+	assert_true(asprintf(&t, "open 0 L O_RDWR\npwrite 0 \"%s\" %u\n"
+			     "pwrite 0 \"small\" 3\nsetxattr L user.s \"1\"\n",
+			     data, STAGED) > 0);
+	free(data);
+	return t;
+}
+
+static char *staged_domain(void)
+{
+	char *d = t_fresh(), *z = calloc(1, 4 * STAGED);
+
+	assert_non_null(z);
+	memset(z, 'z', 4 * STAGED);
+	t_write(d, "L", z, 4 * STAGED);
+	free(z);
+	return d;
+}
+
+/*
+ * W13: on a filesystem with reflink a large overwrite is written once, to
+ * a staged file that the record names, and cloned into place: the same
+ * tree as the undo way, the log checkpointed and .fstx/wnew/ empty after.
+ * A writer killed at the clone leaves its record and staged file; replay
+ * after another boot clones it in, twice the same.  A staged file of
+ * another inode is refused, nothing changed.
+ */
+static void large_staged(void **state)
+{
+	char *tx = staged_tx(), *want, *got, *d = staged_domain(), *p;
+	uint64_t saved = fx_wal_stage_min;
+	struct stat st;
+	DIR *dir;
+	struct dirent *e;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	if (!has_reflink(d)) {
+		t_drop(d);
+		free(tx);
+		skip();
+	}
+	fx_wal_auto = 0; /* the undo way's tree */
+	assert_int_equal(tx_text(d, tx, NULL), 0);
+	fx_wal_auto = 1;
+	want = t_snapshot(d);
+	t_drop(d);
+
+	fx_wal_stage_min = STAGED;
+	d = staged_domain();
+	clones_ok = 0;
+	fx_os.ficlonerange = count_clone;
+	assert_int_equal(tx_text(d, tx, NULL), 0);
+	fx_os = fx_os_libc;
+	assert_int_equal(clones_ok, 1);
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	assert_int_equal(wnew_count(d), 0);
+	assert_int_equal(wal_end_dir(d), 1024);
+	t_drop(d);
+
+	d = staged_domain();
+	pid = fork();
+	if (pid == 0) {
+		fx_os.ficlonerange = die_at_clone;
+		tx_text(d, tx, NULL);
+		_exit(1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 7);
+	assert_true(wal_end_dir(d) > 1024);
+	assert_int_equal(wnew_count(d), 1);
+	/* a staged file of another inode: refused, nothing changes */
+	assert_true(asprintf(&p, "%s/.fstx/wnew", d) > 0);
+	assert_non_null(dir = opendir(p));
+	while ((e = readdir(dir)))
+		if (e->d_name[0] != '.') {
+			char *f, *g;
+
+			assert_true(asprintf(&f, "%s/%s", p, e->d_name) > 0);
+			assert_true(asprintf(&g, "%s.keep", f) > 0);
+			assert_int_equal(rename(f, g), 0);
+			t_write(d, ".fstx/wnew/x", "x", 1); /* takes a new inode */
+			assert_true(asprintf(&got, "%s/x", p) > 0);
+			assert_int_equal(rename(got, f), 0);
+			free(got);
+			fx_os.boot_id = other_boot;
+			assert_int_equal(domain_recover(d), -EUCLEAN);
+			fx_os = fx_os_libc;
+			assert_int_equal(rename(g, f), 0);
+			free(f);
+			free(g);
+			break;
+		}
+	closedir(dir);
+	free(p);
+	assert_true(asprintf(&p, "%s/L", d) > 0);
+	assert_int_equal(stat(p, &st), 0);
+	free(p);
+	replay_twice(d, want);
+	fx_wal_stage_min = saved;
+	free(want);
+	free(tx);
+	t_drop(d);
+}
+
 static int other_mount(int fd, uint64_t *id)
 {
 	(void)fd;
@@ -2291,6 +2460,7 @@ int main(void)
 		cmocka_unit_test(names_dir_batch),
 		cmocka_unit_test(names_rmdir),
 		cmocka_unit_test(names_replace),
+		cmocka_unit_test(large_staged),
 		cmocka_unit_test(remount_replays_all),
 		cmocka_unit_test(mount_id_missing),
 		cmocka_unit_test(damaged),
