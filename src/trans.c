@@ -567,7 +567,10 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 		res[i] = 0;
 		switch (op->op) {
 		case BTRFS_IOC_UT_OP_OPEN:
-			if (!(P->pops[i].create || P->pops[i].check_ino) || (a[1] & O_APPEND) ||
+			/* O_APPEND: at the size the log finds (wal.c W14), but
+			 * lazy records queue unapplied, so not those */
+			if (!(P->pops[i].create || P->pops[i].check_ino) ||
+			    ((a[1] & O_APPEND) && (ut->flags & FSTX_UT_LAZY)) ||
 			    ((a[1] & O_TRUNC) && (a[1] & O_ACCMODE) == O_RDONLY))
 				goto out;
 			/* 1 writable, 2 writable and new (never staged, W13) */
@@ -575,7 +578,8 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 			res[i] = a[3];
 			break;
 		case BTRFS_IOC_UT_OP_PWRITE:
-			if (!wr[a[0]] || (uint64_t)a[3] + (uint64_t)a[2] > FX_WAL_MAX_OFF)
+			if (!wr[a[0]] || (!P->pops[i].append &&
+					  (uint64_t)a[3] + (uint64_t)a[2] > FX_WAL_MAX_OFF))
 				goto out;
 			res[i] = a[2];
 			if (!fx_wal_stages(d, ut->flags, (uint64_t)a[2], wr[a[0]] == 2))

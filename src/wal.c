@@ -32,9 +32,9 @@
  *      directory is named .fstx/wnew/SALT-OFFSET-STEP-x, which a checkpoint
  *      removes alone: a file another process put in it stays, domain.c
  *      FX_WNEW_KEEP; test_wal names_rmdir); its other changes pwrites
- *      at fixed offsets into existing or new regular files, truncates of
- *      them (also by O_TRUNC), and setxattr (flags 0) of small user.*
- *      xattrs.  trans.c wal_steps_ok(), wal_stage.c fx_w_removal_declined().
+ *      at fixed offsets into existing or new regular files (O_APPEND
+ *      ones too, W14), truncates of them (also by O_TRUNC), and setxattr
+ *      (flags 0) of small user.* xattrs.  trans.c wal_steps_ok(), wal_stage.c fx_w_removal_declined().
  *      Each such change is a "set": the bytes, the size or the xattr value
  *      it leaves do not depend on what was there before; a new name is
  *      made only where no object was; no record moves an object of the
@@ -260,6 +260,15 @@
  *      staged file before a later barrier made the record durable).
  *      test_wal large_staged, and kill_every_call / errors_every_call
  *      with every pwrite staged.
+ * W14. O_APPEND writes are logged at fixed offsets: under the lock, with
+ *      every record on the file applied (W4), the writer takes the file's
+ *      size and follows what the transaction's ops before each append do
+ *      to it (O_TRUNC, truncate, pwrites past the end); each append's
+ *      entry is a pwrite at the end found so (append_offsets()).  Replay
+ *      writes the same bytes at the same offset however often it runs,
+ *      where an append would add them again.  Lazy transactions, whose
+ *      records may queue unapplied (W10), append the undo way.  test_wal
+ *      append_fixed.
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to
@@ -810,6 +819,100 @@ static void close_targets(struct fstx_domain *d, struct tfds *F,
 	}
 }
 
+/*
+ * W14: the offsets of O_APPEND pwrites, from the sizes of their files now
+ * (under the lock, every record on them applied: W4) and what the ops
+ * before them do to the sizes, in a copy of the ops (*ops2, NULL when
+ * there are none).  0, 1 declined (too many ops to follow, or past
+ * FX_WAL_MAX_OFF), -errno.
+ */
+#define W_APPEND_OPS 4096 /* ops of a transaction followed pairwise */
+
+/* The inode whose size op i sets, or 0. */
+static uint64_t size_ino(const struct plan *P, size_t i, const int *tgt,
+			 const uint64_t *ino)
+{
+	switch (P->ops[i].op) {
+	case BTRFS_IOC_UT_OP_OPEN:
+		return (P->ops[i].args[1] & O_ACCMODE) == O_RDONLY ? 0 : ino[i];
+	case BTRFS_IOC_UT_OP_PWRITE:
+		return ino[tgt[i]];
+	case BTRFS_IOC_UT_OP_TRUNCATE:
+		return ino[i];
+	default:
+		return 0;
+	}
+}
+
+static int append_offsets(const struct plan *P, const int *fds, const int *tgt,
+			  const uint64_t *ino, struct btrfs_ioctl_usertrans_op **ops2)
+{
+	struct btrfs_ioctl_usertrans_op *o;
+	uint64_t *size, *key;
+	size_t i, j, n = 0;
+	struct stat st;
+	int r = 0;
+
+	*ops2 = NULL;
+	for (i = 0; i < P->nops; i++)
+		n += P->ops[i].op == BTRFS_IOC_UT_OP_PWRITE && P->pops[i].append;
+	if (!n)
+		return 0;
+	if (P->nops > W_APPEND_OPS)
+		return 1;
+	o = fx_malloc(P->nops * sizeof(*o));
+	size = fx_calloc(P->nops, sizeof(*size));
+	key = fx_calloc(P->nops, sizeof(*key)); /* 1 + the first op on it */
+	if (!o || !size || !key) {
+		r = -ENOMEM;
+		goto out;
+	}
+	memcpy(o, P->ops, P->nops * sizeof(*o));
+	for (i = 0; i < P->nops && r == 0; i++) {
+		uint64_t x = size_ino(P, i, tgt, ino), len = (uint64_t)o[i].args[2], *sz;
+
+		if (!x)
+			continue;
+		for (j = 0; size_ino(P, j, tgt, ino) != x; j++)
+			;
+		sz = &size[j];
+		if (!key[j]++) { /* its size before the transaction */
+			int fd = o[i].op == BTRFS_IOC_UT_OP_PWRITE ? fds[tgt[i]] : fds[i];
+
+			if ((r = fx_os.fstat(fd, &st)) < 0)
+				break;
+			*sz = (uint64_t)st.st_size;
+		}
+		switch (o[i].op) {
+		case BTRFS_IOC_UT_OP_OPEN:
+			if (o[i].args[1] & O_TRUNC)
+				*sz = 0;
+			break;
+		case BTRFS_IOC_UT_OP_TRUNCATE:
+			*sz = (uint64_t)o[i].args[1];
+			break;
+		default: /* a pwrite */
+			if (P->pops[i].append) {
+				if (*sz > FX_WAL_MAX_OFF - len) {
+					r = 1;
+					break;
+				}
+				o[i].args[3] = (__s64)*sz;
+			}
+			if (len && *sz < (uint64_t)o[i].args[3] + len)
+				*sz = (uint64_t)o[i].args[3] + len;
+		}
+	}
+out:
+	free(size);
+	free(key);
+	if (r == 0)
+		*ops2 = o;
+	else
+		free(o);
+	return r;
+}
+
 /* Does entry e change an inode of set? */
 static int ent_in(const struct went *e, const uint64_t *set, size_t n)
 {
@@ -1041,6 +1144,8 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	const char **fpath = fx_calloc(n, sizeof(*fpath));
 	uint64_t *cset = fx_calloc(n + P->nsteps + 1, sizeof(*cset));
 	struct wclone *cl = fx_calloc(n, sizeof(*cl));
+	struct btrfs_ioctl_usertrans_op *ops2 = NULL;
+	struct plan P2;
 	size_t nnm = 0;
 	int rs = 0, appended = 0, pre = 0, staged = 0;
 	long r;
@@ -1094,6 +1199,14 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		if (r > 0 && (r = fx_w_help(d)) >= 0)
 			r = 2; /* the tree moved on: plan again */
 		goto out;
+	}
+	/* W14: O_APPEND writes at the sizes found now, as fixed offsets */
+	if ((r = append_offsets(P, fds, tgt, ino, &ops2)) != 0)
+		goto out;
+	if (ops2) {
+		P2 = *P;
+		P2.ops = ops2;
+		P = &P2;
 	}
 	if (!fx_w_rec_entries(P, tgt, ino, fpath, nnm)) {
 		/* reads and compare ops only (their inodes helped above):
@@ -1210,6 +1323,7 @@ out:
 	free(fpath);
 	free(cset);
 	free(cl);
+	free(ops2);
 	free(fds);
 	free(F.own);
 	free(slot_op);

@@ -1473,6 +1473,59 @@ static void large_staged(void **state)
 	t_drop(d);
 }
 
+/*
+ * W14: O_APPEND writes ride the log as pwrites at the ends found under the
+ * lock (after a truncate, with two appends in a row, into a new file):
+ * one barrier, the undo way's tree.  Replay after another boot, with the
+ * appends lost in place or all of them kept, writes them at the same
+ * offsets: never twice.
+ */
+static const char apx[] =
+	"open 0 a O_WRONLY|O_APPEND\npwrite 0 \"one\" 0\ntruncate big 100\n"
+	"open 1 big O_RDWR|O_APPEND\npwrite 1 \"two\" 5\npwrite 1 \"three\" 0\n"
+	"open 2 n O_WRONLY|O_CREAT|O_APPEND 0644\npwrite 2 \"new\" 0\n"
+	"pwrite 2 \"er\" 9\n";
+
+static void truncate_rel(const char *d, const char *rel, off_t len)
+{
+	char *p;
+
+	assert_true(asprintf(&p, "%s/%s", d, rel) > 0);
+	assert_int_equal(truncate(p, len), 0);
+	free(p);
+}
+
+static void append_fixed(void **state)
+{
+	char *want = undo_after(apx), *d, *got;
+	struct stat st;
+	off_t a0;
+
+	(void)state;
+	d = t_fresh();
+	{
+		char *p;
+
+		assert_true(asprintf(&p, "%s/a", d) > 0);
+		assert_int_equal(stat(p, &st), 0);
+		a0 = st.st_size;
+		free(p);
+	}
+	t_drop(d);
+	d = log_one_barrier(apx);
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	replay_twice(d, want); /* all kept: written again in place, once */
+	t_drop(d);
+	d = log_one_barrier(apx);
+	truncate_rel(d, "a", a0); /* the appends lost, the truncate kept */
+	truncate_rel(d, "big", 100);
+	replay_twice(d, want);
+	free(want);
+	t_drop(d);
+}
+
 static int other_mount(int fd, uint64_t *id)
 {
 	(void)fd;
@@ -2461,6 +2514,7 @@ int main(void)
 		cmocka_unit_test(names_rmdir),
 		cmocka_unit_test(names_replace),
 		cmocka_unit_test(large_staged),
+		cmocka_unit_test(append_fixed),
 		cmocka_unit_test(remount_replays_all),
 		cmocka_unit_test(mount_id_missing),
 		cmocka_unit_test(damaged),
