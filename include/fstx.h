@@ -136,8 +136,8 @@ extern "C" {
  * over an old file, new directories (mkdir), unlinks of files with one
  * name and rmdir of empty directories, whose other changes are pwrites
  * into existing or new files (O_APPEND too, outside lazy transactions),
- * truncates (also by O_TRUNC) and setxattr of user.* xattrs of at most
- * 1 KiB with flags 0 (compare ops allowed), with at most 1 MiB of data
+ * truncates (also by O_TRUNC), setxattr of user.* xattrs of at most
+ * 1 KiB with flags 0 and removexattr of user.* xattrs (compare ops allowed), with at most 1 MiB of data
  * (large overwrites on reflink filesystems staged instead) and every op predicted to
  * succeed, is committed by one record in DIR/.fstx/wal and one fdatasync
  * of it (the commit point, however many files it creates), then applied

@@ -590,8 +590,10 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 				goto out;
 			break;
 		case BTRFS_IOC_UT_OP_SETXATTR:
-			if (a[4] || strncmp(ARGP(op, 1), "user.", 5) ||
-			    strlen(ARGP(op, 1)) > 255 || a[3] > WAL_MAX_XATTR)
+		case BTRFS_IOC_UT_OP_REMOVEXATTR:
+			if (strncmp(ARGP(op, 1), "user.", 5) || strlen(ARGP(op, 1)) > 255 ||
+			    (op->op == BTRFS_IOC_UT_OP_SETXATTR &&
+			     (a[4] || a[3] > WAL_MAX_XATTR)))
 				goto out;
 			if (fx_fs_probe(d) < 0 || !d->fs.xattr_user)
 				goto out;

@@ -33,8 +33,10 @@
  *      removes alone: a file another process put in it stays, domain.c
  *      FX_WNEW_KEEP; test_wal names_rmdir); its other changes pwrites
  *      at fixed offsets into existing or new regular files (O_APPEND
- *      ones too, W14), truncates of them (also by O_TRUNC), and setxattr
- *      (flags 0) of small user.* xattrs.  trans.c wal_steps_ok(), wal_stage.c fx_w_removal_declined().
+ *      ones too, W14), truncates of them (also by O_TRUNC), setxattr
+ *      (flags 0) of small user.* xattrs and removexattr of user.* ones
+ *      (replay finds one gone already done: test_wal removexattr_log).
+ *      trans.c wal_steps_ok(), wal_stage.c fx_w_removal_declined().
  *      Each such change is a "set": the bytes, the size or the xattr value
  *      it leaves do not depend on what was there before; a new name is
  *      made only where no object was; no record moves an object of the
@@ -734,14 +736,16 @@ static int open_targets(struct fstx_domain *d, const struct plan *P,
 		long j;
 
 		tgt[i] = (int)i;
-		if ((op->op == BTRFS_IOC_UT_OP_TRUNCATE || op->op == BTRFS_IOC_UT_OP_SETXATTR) &&
-		    last >= 0 && !strcmp(P->pops[last].cpath, po->cpath)) {
+		int pathop = op->op == BTRFS_IOC_UT_OP_TRUNCATE ||
+			     op->op == BTRFS_IOC_UT_OP_SETXATTR ||
+			     op->op == BTRFS_IOC_UT_OP_REMOVEXATTR;
+
+		if (pathop && last >= 0 && !strcmp(P->pops[last].cpath, po->cpath)) {
 			tgt[i] = (int)last;
 			ino[i] = ino[last];
 			continue;
 		}
-		if ((op->op == BTRFS_IOC_UT_OP_TRUNCATE || op->op == BTRFS_IOC_UT_OP_SETXATTR) &&
-		    po->obj < 0) { /* a new file, opened by its staging */
+		if (pathop && po->obj < 0) { /* a new file, opened by its staging */
 			if ((j = creator(P, i, po->obj)) < 0)
 				return -ESTALE;
 			tgt[i] = (int)j;
@@ -776,6 +780,7 @@ static int open_targets(struct fstx_domain *d, const struct plan *P,
 			flags = O_WRONLY;
 			break;
 		case BTRFS_IOC_UT_OP_SETXATTR:
+		case BTRFS_IOC_UT_OP_REMOVEXATTR:
 			flags = O_RDONLY;
 			break;
 		default:

@@ -37,6 +37,8 @@ static int64_t apply_op(const struct plan *P, size_t i, const int *fds,
 	case BTRFS_IOC_UT_OP_SETXATTR:
 		return fx_os.fsetxattr(fds[tgt[i]], ARGP(op, 1), ARGP(op, 2),
 					 (size_t)op->args[3], 0);
+	case BTRFS_IOC_UT_OP_REMOVEXATTR:
+		return fx_w_rmx(fds[tgt[i]], ARGP(op, 1));
 	default:
 		return 0;
 	}
@@ -434,6 +436,8 @@ static int apply_ent(struct fstx_domain *d, struct hpass *H,
 		return fx_w_clone_in(d, fd, e, in->name, in->data);
 	if (e->kind == W_TRUNC)
 		return fx_os.ftruncate(fd, (off_t)e->a);
+	if (e->kind == W_RMX)
+		return fx_w_rmx(fd, in->name);
 	return fx_os.fsetxattr(fd, in->name, in->data, (size_t)e->b, 0);
 }
 

@@ -40,7 +40,7 @@
 /* Entry kinds (byte layout: wal_rec.c).  The name entries of a record
  * (W_MKDIR, W_NEWF, W_UNLINK, W_SYMLINK) come before its other entries. */
 enum { W_PWRITE = 1, W_TRUNC = 2, W_SETX = 3, W_MKDIR = 4, W_NEWF = 5,
-       W_UNLINK = 6, W_SYMLINK = 7, W_CLONE = 8 };
+       W_UNLINK = 6, W_SYMLINK = 7, W_CLONE = 8, W_RMX = 9 };
 #define W_IS_NAME(k) ((k) >= W_MKDIR && (k) <= W_SYMLINK)
 /* A new object staged in .fstx/wnew/ before its record (W2) */
 #define W_IS_STAGED(k) ((k) == W_NEWF || (k) == W_SYMLINK)
@@ -169,6 +169,8 @@ int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
 		      const int *tgt, const uint64_t *ino, const char *const *fpath,
 		      const struct wname *nm, size_t nnm,
 		      const struct wclone *cl, uint64_t *end);
+/* Remove an xattr; 0 when it is gone already (idempotent, W5). */
+int fx_w_rmx(int fd, const char *name);
 /* W13: apply a clone entry (data: its W_CLONE_SPEC bytes) to fd. */
 int fx_w_clone_in(struct fstx_domain *d, int fd, const struct went *e,
 		  const char *name, const unsigned char *data);

@@ -25,13 +25,14 @@
  *
  * An entry (struct went, 40 bytes, then its names and data):
  *     0 u32 kind: 1 pwrite, 2 truncate, 3 setxattr, 4 mkdir, 5 new file,
- *       6 remove, 7 new symlink, 8 clone from a staged file (W13)
+ *       6 remove, 7 new symlink, 8 clone from a staged file (W13),
+ *       9 removexattr
  *     4 u32 path length     8 u64 inode number the file must have (mkdir 0)
  *    16 u64 a: pwrite offset, truncate size, setxattr 0, mode (4, 5), 0 (6, 7),
- *       the offset in the file and in the staged file (8)
+ *       the offset in the file and in the staged file (8), 0 (9)
  *    24 u64 b: pwrite length, truncate 0, setxattr value length, 0 (4-6),
- *       the target's length (7: 1 to PATH_MAX - 1), 16 (8)
- *    32 u32 name length: the xattr name (setxattr), the staged object
+ *       the target's length (7: 1 to PATH_MAX - 1), 16 (8), 0 (9)
+ *    32 u32 name length: the xattr name (setxattr, removexattr), the staged object
  *       (new file, new symlink: .fstx/wnew/NAME, or .fstx/wnew/DIR/NAME in
  *       a staged directory; a staged new directory: .fstx/wnew/NAME; the
  *       staged data of a clone: .fstx/wnew/NAME) or where the removed
@@ -503,6 +504,8 @@ static int entry_check(const struct went *e, const char *path, const char *name,
 	if (e->kind == W_CLONE) /* its length: fx_w_clone_in() */
 		return e->b != W_CLONE_SPEC || room < e->b || e->a > FX_WAL_MAX_OFF ||
 		       !stage_ok(e->kind, name, e->nlen) ? -EUCLEAN : 0;
+	if (e->kind == W_RMX) /* the xattr's name only */
+		return e->a || e->b || !e->nlen ? -EUCLEAN : 0;
 	if (e->kind == W_TRUNC ? e->b != 0 : room < e->b)
 		return -EUCLEAN;
 	if (e->kind == W_SETX ? (e->b > FSTX_MAX_XATTR || !e->nlen) : e->nlen)
@@ -612,6 +615,14 @@ int fx_w_rec_walk(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 	return r;
 }
 
+/* Remove xattr name of fd: done when it is gone already (W5). */
+int fx_w_rmx(int fd, const char *name)
+{
+	int r = fx_os.fremovexattr(fd, name);
+
+	return r == -ENODATA ? 0 : r;
+}
+
 /*
  * W13: the staged file's range [a, a + length) into fd at a, cloned or
  * copied.  The staged file was durable before the record, and stays until
@@ -671,6 +682,8 @@ static int replay_entry(struct fstx_domain *d, const struct went *e,
 		return fx_w_clone_in(d, fd, e, name, v->buf);
 	case W_TRUNC:
 		return fx_os.ftruncate(fd, (off_t)e->a);
+	case W_RMX:
+		return fx_w_rmx(fd, name);
 	default:
 		r = fx_w_read_all(d->wal, v->buf, (size_t)e->b, data);
 		return r < 0 ? r : fx_os.fsetxattr(fd, name, v->buf, (size_t)e->b, 0);
@@ -774,6 +787,13 @@ static int entry_of(const struct plan *P, size_t i, const int *tgt,
 		e->a = (uint64_t)op->args[1];
 		*data = NULL;
 		break;
+	case BTRFS_IOC_UT_OP_REMOVEXATTR:
+		*path = P->pops[i].cpath;
+		e->ino = ino[i];
+		e->kind = W_RMX;
+		*name = ARGP(op, 1);
+		*data = NULL;
+		break;
 	case BTRFS_IOC_UT_OP_SETXATTR:
 		*path = P->pops[i].cpath;
 		e->ino = ino[i];
@@ -867,7 +887,7 @@ int fx_w_write_record(struct fstx_domain *d, const struct plan *P,
 		wb_put(&w, &e, sizeof(e));
 		wb_put(&w, path, e.plen);
 		wb_put(&w, name, e.nlen);
-		if (e.kind != W_TRUNC)
+		if (e.b)
 			wb_put(&w, data, (size_t)e.b);
 		wb_pad(&w);
 	}

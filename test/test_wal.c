@@ -1526,6 +1526,33 @@ static void append_fixed(void **state)
 	t_drop(d);
 }
 
+/*
+ * removexattr rides the log: one barrier, the undo way's tree; replay
+ * after another boot, with the removal kept (nothing left to remove) or
+ * lost in place (the xattr back), leaves the same tree twice.
+ */
+static const char rmxa[] =
+	"removexattr a user.k\nopen 0 a O_WRONLY\npwrite 0 \"x\" 0\n";
+
+static void removexattr_log(void **state)
+{
+	char *want = undo_after(rmxa), *d = log_one_barrier(rmxa), *got, *p;
+
+	(void)state;
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	replay_twice(d, want);
+	t_drop(d);
+	d = log_one_barrier(rmxa);
+	assert_true(asprintf(&p, "%s/a", d) > 0);
+	assert_int_equal(setxattr(p, "user.k", "lost", 4, 0), 0);
+	free(p);
+	replay_twice(d, want);
+	free(want);
+	t_drop(d);
+}
+
 static int other_mount(int fd, uint64_t *id)
 {
 	(void)fd;
@@ -2515,6 +2542,7 @@ int main(void)
 		cmocka_unit_test(names_replace),
 		cmocka_unit_test(large_staged),
 		cmocka_unit_test(append_fixed),
+		cmocka_unit_test(removexattr_log),
 		cmocka_unit_test(remount_replays_all),
 		cmocka_unit_test(mount_id_missing),
 		cmocka_unit_test(damaged),
