@@ -534,10 +534,14 @@ static int wal_steps_ok(const struct plan *P)
 				    (kind != FX_ST_MKFILE && kind != FX_ST_SYMLINK &&
 				     (kind != FX_ST_MKDIR || !under_meta(s->src, FX_NEW))))
 					return 0;
-			} else if (!s->ino || !under_meta(s->dst, FX_TRASH) ||
-				   (op != BTRFS_IOC_UT_OP_UNLINK && op != FSTX_OP_RENAME &&
-				    op != BTRFS_IOC_UT_OP_RMDIR)) {
+			} else if (!s->ino) {
 				return 0;
+			} else if (under_meta(s->dst, FX_TRASH)) { /* a removal */
+				if (op != BTRFS_IOC_UT_OP_UNLINK && op != FSTX_OP_RENAME &&
+				    op != BTRFS_IOC_UT_OP_RMDIR)
+					return 0;
+			} else if (op != FSTX_OP_RENAME || under_meta(s->dst, FX_META)) {
+				return 0; /* else a rename of an object of the tree, W15 */
 			}
 			break;
 		default:

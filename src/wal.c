@@ -329,6 +329,7 @@ static int wal_reset(struct fstx_domain *d, int loose)
 	d->wal_salt = salt;
 	fx_w_remap_clear(d); /* the records it served are gone */
 	d->wal_end = d->wal_applied = W_START;
+	d->wal_lazy = 0; /* every lazy record was applied first (W6) */
 	d->wal_kept = 0;
 	d->wal_loose = loose;
 	return fx_w_hint_write(d);
@@ -549,10 +550,11 @@ static int sync_entry(struct fstx_domain *d, const struct went *e,
 	struct stat st;
 	int fd, r;
 
-	(void)name;
 	(void)data;
 	if (obj & W_OBJ_WNEW)
 		*(int *)v->arg = 1;
+	if ((obj & W_OBJ_SRC) && (r = sync_dir(d, name, 0, v->ss)) < 0)
+		return r;
 	if (obj & W_OBJ_PARENT)
 		return sync_dir(d, path, obj, v->ss);
 	if (fx_ss_has(v->ss, fx_w_ino(d, e->ino)))
@@ -793,7 +795,8 @@ static int open_targets(struct fstx_domain *d, const struct plan *P,
 			ino[i] = po->ino;
 			continue;
 		}
-		fd = fx_open(d, po->cpath, flags | O_NONBLOCK, 0);
+		fd = fx_open(d, fx_w_now_at(nm, nnm, po->cpath, po->step0),
+			     flags | O_NONBLOCK, 0);
 		if (fd < 0)
 			return fd;
 		F->fd[i] = fd;
@@ -822,6 +825,56 @@ static void close_targets(struct fstx_domain *d, struct tfds *F,
 		else
 			fx_os.close(F->fd[i]);
 	}
+}
+
+/*
+ * W15: a transaction that renames an object of the tree which a record of
+ * the log names (any record, applied or not) checkpoints first, so that
+ * no record before its own knows the object by the name it leaves: replay
+ * then finds every object where its record says.  0 or -errno.
+ */
+static int moves_first(struct fstx_domain *d, const struct plan *P)
+{
+	uint64_t ids[8];
+	size_t n = 0;
+	struct wrec h;
+	int r = 0, hit = 0;
+
+	for (size_t k = 0; k < P->nsteps; k++) {
+		const struct fx_step *s = &P->steps[k];
+		size_t t = strlen(FX_TRASH);
+
+		if (s->kind != FX_ST_MOVE || s->newid || !s->ino ||
+		    (!strncmp(s->dst, FX_TRASH, t) && s->dst[t] == '/'))
+			continue;
+		if (n == sizeof(ids) / sizeof(ids[0]))
+			hit = 1; /* many: checkpoint without looking */
+		else
+			ids[n++] = s->ino;
+	}
+	if (!n || d->wal_end <= W_START)
+		return 0;
+	for (uint64_t off = W_START; off < d->wal_end && !hit && r == 0;
+	     off = rec_next(off, &h)) {
+		uint64_t p = off + sizeof(h), end;
+
+		if ((r = fx_w_rec_head(d, off, &h)) < 0)
+			break;
+		end = p + h.len;
+		for (uint32_t k = 0; k < h.nent && !hit; k++) {
+			struct went e;
+
+			if (end - p < sizeof(e) || fx_w_read_all(d->wal, &e, sizeof(e), p) < 0)
+				return -EUCLEAN;
+			for (size_t j = 0; j < n; j++)
+				hit |= e.ino == ids[j];
+			if ((p = fx_w_ent_next(p, end, &e)) > end)
+				return -EUCLEAN;
+		}
+	}
+	if (r == 0 && hit)
+		r = checkpoint(d, 0);
+	return r < 0 ? r : 0;
 }
 
 /*
@@ -1164,6 +1217,9 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		fds[i] = cl[i].fd = -1;
 	if (!d->wal_salt && (r = wal_reset(d, 0)) < 0)
 		goto out;
+	/* W15: no record before this one names an object it renames */
+	if ((r = moves_first(d, P)) < 0)
+		goto out;
 	nnm = fx_w_names_of(d, P, nm);
 	if (nnm)
 		d->lazy = 0; /* W10: names are never queued */
@@ -1173,7 +1229,8 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 			nnm = 0; /* a new object that no step names: never planned */
 	if ((P->nsteps && !nnm) || fx_w_batch_dirs(d, nm, nnm) < 0 || fx_w_stage_dirs(d, nm, nnm) < 0 ||
 	    open_targets(d, P, &F, ino, slot_op, tgt, nm, nnm) < 0 ||
-	    fx_w_stage_links(d, nm, nnm) < 0 || fx_w_removal_declined(d, P, ino, nm, nnm)) {
+	    fx_w_stage_links(d, nm, nnm) < 0 || fx_w_removal_declined(d, P, ino, nm, nnm) ||
+	    fx_w_move_declined(d, nm, nnm)) {
 		r = 1;
 		goto out;
 	}
@@ -1181,11 +1238,13 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		struct wname *w = P->pops[tgt[i]].create ? fx_w_name_of_op(nm, nnm, (size_t)tgt[i]) : NULL;
 
 		fpath[i] = w ? w->path : NULL;
+		if (!w) /* a renamed file's: where it goes (W15) */
+			fpath[i] = fx_w_moved_to(nm, nnm, ino[tgt[i]]);
 	}
 	assert_inodes(d, P, ino);
 	/* W4: the inodes it removes are touched too */
 	for (size_t k = 0; k < nnm; k++)
-		if (nm[k].kind == W_UNLINK)
+		if (nm[k].kind == W_UNLINK || nm[k].kind == W_MOVE)
 			cset[n + k] = nm[k].ino;
 	memcpy(cset, ino, n * sizeof(*ino));
 	/*

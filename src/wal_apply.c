@@ -119,6 +119,8 @@ static int name_first(struct fstx_domain *d, struct ndirs *D, const struct wname
 		r = dfd;
 	else if (w->kind == W_MKDIR && !*w->stage)
 		r = fx_os.mkdirat(dfd, dn, w->mode);
+	else if (w->kind == W_MOVE) /* from its old name (W15) */
+		r = fx_move(d, w->stage, w->path, NULL);
 	else if (D->wnew < 0 && (D->wnew = fx_os.openat2(d->meta, "wnew", O_PATH | O_DIRECTORY,
 							   0, FX_RESOLVE)) < 0)
 		r = D->wnew;
@@ -129,7 +131,7 @@ static int name_first(struct fstx_domain *d, struct ndirs *D, const struct wname
 	if (r == 0)
 		return 0;
 	return fx_w_name_apply(d, w->kind, w->path, w->stage, w->ino, w->mode,
-			       w->target);
+			       w->target, UINT64_MAX);
 }
 
 /* Apply the record's names, then its ops in place (W4); ops' results
@@ -368,8 +370,9 @@ static int help_collect(struct fstx_domain *d, struct hpass *H, uint64_t size)
 	for (size_t i = H->n; i-- > 0;) {
 		struct hent *x = &H->e[i];
 
-		/* an inode a later record removes: its changes are moot (W5) */
-		if (x->kind != W_UNLINK && x->kind != W_MKDIR &&
+		/* an inode a later record removes: its changes are moot (W5);
+		 * not its rename, or the removal would find it elsewhere */
+		if (x->kind != W_UNLINK && x->kind != W_MKDIR && x->kind != W_MOVE &&
 		    fx_w_gone_later(d, x->ino, x->off))
 			x->skip = 1;
 		else
@@ -423,11 +426,11 @@ static int apply_ent(struct fstx_domain *d, struct hpass *H,
 			return -EUCLEAN;
 		memcpy(t, in->data, (size_t)e->b); /* entry_check(): < PATH_MAX */
 		t[e->b] = 0;
-		return fx_w_name_apply(d, e->kind, in->path, in->name, e->ino, 0, t);
+		return fx_w_name_apply(d, e->kind, in->path, in->name, e->ino, 0, t, in->off);
 	}
 	if (W_IS_NAME(e->kind))
 		return fx_w_name_apply(d, e->kind, in->path, in->name, e->ino,
-				       (uint32_t)e->a, NULL);
+				       (uint32_t)e->a, NULL, in->off);
 	if ((fd = help_fd(d, H, in->path, e->ino)) < 0)
 		return fd;
 	if (e->kind == W_PWRITE)

@@ -21,9 +21,9 @@
  * like the hint, it serves one boot (power loss ends every debt).
  *
  * Paying by path is sound because nothing moves an object a record named
- * before the debt is paid: the log makes names and removes them but moves
- * no object (W1), and the undo way, which moves them, checkpoints the log
- * with its barriers first.  A path removed since needs nothing (the
+ * before the debt is paid: a durable record that renames objects (W15)
+ * pays it at its barrier, before its renames are applied, and the undo
+ * way, which moves them too, checkpoints the log with its barriers first.  A path removed since needs nothing (the
  * removal's directory is listed or was synced by a durable commit's
  * checkpoint); another object now at a listed path is fsynced too, which
  * costs a barrier and changes nothing.
@@ -72,13 +72,14 @@ static int note_entry(struct fstx_domain *d, const struct went *e,
 {
 	unsigned obj = w_objects(e->kind, e->nlen);
 	struct debt_out *o = v->arg;
-	const char *slash = strrchr(path, '/');
+	const char *slash = strrchr(path, '/'), *ns = strrchr(name, '/');
 
 	(void)d;
-	(void)name;
 	(void)data;
 	if (obj & W_OBJ_WNEW)
 		o->staged = 1;
+	if (obj & W_OBJ_SRC)
+		list_path(o, name, ns ? (size_t)(ns - name) : 0);
 	if (obj & W_OBJ_PARENT)
 		list_path(o, path, slash ? (size_t)(slash - path) : 0);
 	if (obj & W_OBJ_FILE)

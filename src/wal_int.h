@@ -40,8 +40,8 @@
 /* Entry kinds (byte layout: wal_rec.c).  The name entries of a record
  * (W_MKDIR, W_NEWF, W_UNLINK, W_SYMLINK) come before its other entries. */
 enum { W_PWRITE = 1, W_TRUNC = 2, W_SETX = 3, W_MKDIR = 4, W_NEWF = 5,
-       W_UNLINK = 6, W_SYMLINK = 7, W_CLONE = 8, W_RMX = 9 };
-#define W_IS_NAME(k) ((k) >= W_MKDIR && (k) <= W_SYMLINK)
+       W_UNLINK = 6, W_SYMLINK = 7, W_CLONE = 8, W_RMX = 9, W_MOVE = 10 };
+#define W_IS_NAME(k) (((k) >= W_MKDIR && (k) <= W_SYMLINK) || (k) == W_MOVE)
 /* A new object staged in .fstx/wnew/ before its record (W2) */
 #define W_IS_STAGED(k) ((k) == W_NEWF || (k) == W_SYMLINK)
 #define W_WNEW FX_META "/wnew/" /* staging of new files (W2) */
@@ -56,12 +56,16 @@ enum { W_PWRITE = 1, W_TRUNC = 2, W_SETX = 3, W_MKDIR = 4, W_NEWF = 5,
  *                 removed there)
  *   W_OBJ_WNEW    .fstx/wnew/: a name moved to or from it (a rename
  *                 between two directories is durable once both are)
+ *   W_OBJ_SRC     the directory holding the entry's name, the path an
+ *                 object moved from (W_MOVE)
  */
-enum { W_OBJ_FILE = 1, W_OBJ_PARENT = 2, W_OBJ_WNEW = 4 };
+enum { W_OBJ_FILE = 1, W_OBJ_PARENT = 2, W_OBJ_WNEW = 4, W_OBJ_SRC = 8 };
 static inline unsigned w_objects(uint32_t kind, uint32_t nlen)
 {
 	if (!W_IS_NAME(kind))
 		return W_OBJ_FILE;
+	if (kind == W_MOVE)
+		return W_OBJ_PARENT | W_OBJ_SRC;
 	return W_OBJ_PARENT | (kind == W_MKDIR ? W_OBJ_FILE : 0) |
 	       (nlen ? W_OBJ_WNEW : 0);
 }
@@ -103,13 +107,14 @@ struct fx_syncset;
 
 /* A name entry of the record being written (wal.c names_of()). */
 struct wname {
-	uint32_t kind, mode;    /* W_MKDIR, W_NEWF, W_UNLINK, W_SYMLINK; the
-				 * mode asked for */
+	uint32_t kind, mode;    /* W_MKDIR, W_NEWF, W_UNLINK, W_SYMLINK,
+				 * W_MOVE; the mode asked for */
 	const char *target;     /* W_SYMLINK: its target */
 	const char *path;       /* the new name (the name removed), canonical */
 	char *stage;            /* W_NEWF, W_SYMLINK: the staged object,
 				 * W_UNLINK: where the removed object waits
-				 * for the checkpoint, W_MKDIR: the staged
+				 * for the checkpoint, W_MOVE: the path it
+				 * moves from, W_MKDIR: the staged
 				 * directory or "": W_WNEW...; sbuf, or
 				 * allocated (wal.c free_stages()) */
 	char sbuf[72];
@@ -119,7 +124,7 @@ struct wname {
 	int made;               /* W_MKDIR: its staged directory is made, */
 	int sfd;                /* ... and open here (O_PATH), else -1 */
 	uint64_t ino;           /* W_NEWF, W_SYMLINK: its inode; W_UNLINK: the
-				 * one removed */
+				 * one removed; W_MOVE: the one moved */
 	size_t op;              /* the op that creates it */
 };
 
@@ -174,10 +179,11 @@ int fx_w_rmx(int fd, const char *name);
 /* W13: apply a clone entry (data: its W_CLONE_SPEC bytes) to fd. */
 int fx_w_clone_in(struct fstx_domain *d, int fd, const struct went *e,
 		  const char *name, const unsigned char *data);
-/* Make a name entry's new name hold its object (W5); 0 or -errno. */
+/* Make a name entry's new name hold its object (W5), for the record at
+ * off (UINT64_MAX: the writer's own); 0 or -errno. */
 int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 		    const char *stage, uint64_t ino, uint32_t mode,
-		    const char *target);
+		    const char *target, uint64_t off);
 /* The inode a record's entry of inode ino finds now (d->wal_remap). */
 uint64_t fx_w_ino(const struct fstx_domain *d, uint64_t ino);
 void fx_w_remap_clear(struct fstx_domain *d);
@@ -231,6 +237,14 @@ int fx_w_stage_links(struct fstx_domain *d, struct wname *nm, size_t nnm);
 /* 1: a removal the log does not take (the undo way instead). */
 int fx_w_removal_declined(struct fstx_domain *d, const struct plan *P,
 			  const uint64_t *ino, const struct wname *nm, size_t nnm);
+/* W15: 1 a rename of an existing object the log does not take, else 0. */
+int fx_w_move_declined(struct fstx_domain *d, const struct wname *nm, size_t nnm);
+/* W15: where the object an op finds at path (its first step: step) is
+ * before the record is applied: the old name of a file renamed there. */
+const char *fx_w_now_at(const struct wname *nm, size_t nnm, const char *path,
+			size_t step);
+/* W15: the final path of moved inode ino, or NULL. */
+const char *fx_w_moved_to(const struct wname *nm, size_t nnm, uint64_t ino);
 /* Before the commit point: what was staged goes again. */
 void fx_w_unstage(struct fstx_domain *d, struct wname *nm, size_t nnm);
 void fx_w_free_stages(struct wname *nm, size_t cap);

@@ -26,17 +26,18 @@
  * An entry (struct went, 40 bytes, then its names and data):
  *     0 u32 kind: 1 pwrite, 2 truncate, 3 setxattr, 4 mkdir, 5 new file,
  *       6 remove, 7 new symlink, 8 clone from a staged file (W13),
- *       9 removexattr
+ *       9 removexattr, 10 rename of an object of the tree (W15)
  *     4 u32 path length     8 u64 inode number the file must have (mkdir 0)
  *    16 u64 a: pwrite offset, truncate size, setxattr 0, mode (4, 5), 0 (6, 7),
- *       the offset in the file and in the staged file (8), 0 (9)
+ *       the offset in the file and in the staged file (8), 0 (9, 10)
  *    24 u64 b: pwrite length, truncate 0, setxattr value length, 0 (4-6),
- *       the target's length (7: 1 to PATH_MAX - 1), 16 (8), 0 (9)
+ *       the target's length (7: 1 to PATH_MAX - 1), 16 (8), 0 (9, 10)
  *    32 u32 name length: the xattr name (setxattr, removexattr), the staged object
  *       (new file, new symlink: .fstx/wnew/NAME, or .fstx/wnew/DIR/NAME in
  *       a staged directory; a staged new directory: .fstx/wnew/NAME; the
  *       staged data of a clone: .fstx/wnew/NAME) or where the removed
- *       object waits for the checkpoint (remove): .fstx/wnew/NAME; else 0
+ *       object waits for the checkpoint (remove): .fstx/wnew/NAME; the
+ *       canonical path a rename moves the object from (10); else 0
  *       (at most W_NAME_MAX)                                   36 u32 0
  *    40 the canonical path (no NUL), the name (no NUL), b bytes of data
  *       (none for a truncate; a new symlink's target, no NUL; a clone's
@@ -44,8 +45,9 @@
  *       staged file), zeros to the next multiple of 8
  *
  * Name entries come first in a record: removals, then new directories,
- * then new files, then new symlinks (each at the name the transaction
- * leaves it at), each kind in the order of the transaction's steps; its
+ * then renames of objects of the tree (W15), then new files, then new
+ * symlinks (each at the name the transaction leaves it at), each kind in
+ * the order of the transaction's steps; its
  * other entries follow, in op order.  A new file's entries name it by its final path and the
  * inode of its staged file (fx_w_name_apply(): what replay does when
  * that inode is gone).
@@ -380,12 +382,40 @@ static int restage(struct fstx_domain *d, const char *stage, uint64_t ino,
  * held, and no record moves or removes a name.  A new file is known by
  * its inode: the staged file's, or the one its staged name links to.
  */
+/*
+ * W15: object ino moves from src to path.  Done when path holds it (a
+ * second name left at src by a rename half persisted, btrfs, goes); else
+ * moved when src holds it; else done when a later record removes it (it
+ * waits in .fstx/wnew/, W5).  Another object at path is -ESTALE, as is the
+ * object at neither name (no record before this one names it, W15).
+ * rd: lstat(path)'s result, in *st.
+ */
+static int move_apply(struct fstx_domain *d, const char *path, const char *src,
+		      uint64_t ino, uint64_t off, int rd, const struct stat *st)
+{
+	struct stat sst;
+	int rs = fx_lstat(d, src, &sst);
+
+	if (rs < 0 && rs != -ENOENT)
+		return rs;
+	if (rd < 0 && rd != -ENOENT)
+		return rd;
+	if (rd == 0 && (uint64_t)st->st_ino == ino)
+		return rs == 0 && (uint64_t)sst.st_ino == ino ? fx_remove(d, src, 0, NULL) : 0;
+	if (rs == 0 && (uint64_t)sst.st_ino == ino)
+		return rd == 0 ? -ESTALE : fx_move(d, src, path, NULL);
+	return fx_w_gone_later(d, ino, off) ? 0 : -ESTALE;
+}
+
 int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 		    const char *stage, uint64_t ino, uint32_t mode,
-		    const char *target)
+		    const char *target, uint64_t off)
 {
 	struct stat st, sst;
 	int r = fx_lstat(d, path, &st), rs;
+
+	if (kind == W_MOVE)
+		return move_apply(d, path, stage, ino, off, r < 0 ? r : 0, &st);
 
 	if (kind == W_UNLINK) {
 		/* done, or the name went on to another object (a later
@@ -433,6 +463,7 @@ int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 }
 
 /* A path the log may name: relative, no NUL, not into .fstx/. */
+static int path_ok(const char *p, uint32_t len);
 static int path_ok(const char *p, uint32_t len)
 {
 	if (!len || len >= PATH_MAX || memchr(p, 0, len) || p[0] == '/')
@@ -498,6 +529,8 @@ static int entry_check(const struct went *e, const char *path, const char *name,
 	if (e->kind == W_SYMLINK) /* b: its target's length */
 		return !e->b || e->b >= PATH_MAX || room < e->b || e->a ||
 		       !stage_ok(e->kind, name, e->nlen) ? -EUCLEAN : 0;
+	if (e->kind == W_MOVE) /* name: the path it moves from */
+		return e->b || e->a || !path_ok(name, e->nlen) ? -EUCLEAN : 0;
 	if (W_IS_NAME(e->kind))
 		return e->b || e->a > 07777 || !stage_ok(e->kind, name, e->nlen) ?
 		       -EUCLEAN : 0;
@@ -656,7 +689,7 @@ static int replay_entry(struct fstx_domain *d, const struct went *e,
 {
 	int fd, r;
 
-	if (e->kind != W_UNLINK && e->kind != W_MKDIR &&
+	if (e->kind != W_UNLINK && e->kind != W_MKDIR && e->kind != W_MOVE &&
 	    fx_w_gone_later(d, e->ino, v->off))
 		return 0; /* a later record removes it: its state is moot */
 	if (e->kind == W_SYMLINK) {
@@ -667,10 +700,11 @@ static int replay_entry(struct fstx_domain *d, const struct went *e,
 		if (memchr(t, 0, (size_t)e->b))
 			return -EUCLEAN;
 		t[e->b] = 0;
-		return fx_w_name_apply(d, e->kind, path, name, e->ino, 0, t);
+		return fx_w_name_apply(d, e->kind, path, name, e->ino, 0, t, v->off);
 	}
 	if (W_IS_NAME(e->kind))
-		return fx_w_name_apply(d, e->kind, path, name, e->ino, (uint32_t)e->a, NULL);
+		return fx_w_name_apply(d, e->kind, path, name, e->ino, (uint32_t)e->a, NULL,
+				       v->off);
 	if ((fd = visit_fd(d, e, path, v)) < 0)
 		return fd;
 	switch (e->kind) {

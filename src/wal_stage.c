@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,11 +66,38 @@ static size_t names_made(struct fstx_domain *d, const struct plan *P,
 	return n;
 }
 
+/* 1 if path p lies in .fstx/trash/ (a removal's step). */
+static int to_trash(const char *p)
+{
+	size_t n = strlen(FX_TRASH);
+
+	return !strncmp(p, FX_TRASH, n) && p[n] == '/';
+}
+
+/* After nm[0..n): the renames of initial objects (W15), in step order;
+ * the new count, or SIZE_MAX when memory runs out. */
+static size_t names_moved(const struct plan *P, struct wname *nm, size_t n)
+{
+	for (size_t k = 0; k < P->nsteps; k++) {
+		const struct fx_step *s = &P->steps[k];
+
+		if (s->kind != FX_ST_MOVE || s->newid || to_trash(s->dst))
+			continue;
+		nm[n] = (struct wname){ .kind = W_MOVE, .path = s->dst, .ino = s->ino,
+					.op = s->op, .step = k, .dir = -1, .sfd = -1,
+					.stage = fx_strdup(s->src) };
+		if (!nm[n].stage)
+			return SIZE_MAX;
+		n++;
+	}
+	return n;
+}
+
 /*
  * The name entries of plan P (W1: removals of initial objects, new
- * directories, new files, new symlinks at their final names), in that
- * order and each kind in step order, into nm (at most P->nsteps); their
- * number.
+ * directories, renames of initial objects (W15), new files, new symlinks
+ * at their final names), in that order and each kind in step order, into
+ * nm (at most P->nsteps); their number.
  */
 size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
 		     struct wname *nm)
@@ -79,7 +107,7 @@ size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
 	for (size_t k = 0; k < P->nsteps; k++) {
 		const struct fx_step *s = &P->steps[k];
 
-		if (s->kind != FX_ST_MOVE || s->newid)
+		if (s->kind != FX_ST_MOVE || s->newid || !to_trash(s->dst))
 			continue;
 		nm[n] = (struct wname){ .kind = W_UNLINK, .path = s->src,
 					.ino = s->ino, .op = s->op, .dir = -1, .sfd = -1 };
@@ -89,6 +117,8 @@ size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
 		n++;
 	}
 	n = names_made(d, P, FX_ST_MKDIR, nm, n);
+	if ((n = names_moved(P, nm, n)) == SIZE_MAX)
+		return 0; /* steps and no names: the undo way */
 	n = names_made(d, P, FX_ST_MKFILE, nm, n);
 	return names_made(d, P, FX_ST_SYMLINK, nm, n);
 }
@@ -299,6 +329,79 @@ void fx_w_unstage(struct fstx_domain *d, struct wname *nm, size_t nnm)
 			}
 			nm[k].made = 0;
 		}
+}
+
+/* 1 if p is .fstx or lies in it. */
+static int in_meta(const char *p)
+{
+	size_t n = strlen(FX_META);
+
+	return !strncmp(p, FX_META, n) && (!p[n] || p[n] == '/');
+}
+
+/* 1 if removal w is an rmdir's (its staged name ends FX_WNEW_KEEP). */
+static int is_rmdir(const struct wname *w)
+{
+	size_t n = strlen(w->stage), k = strlen(FX_WNEW_KEEP);
+
+	return n > k && !strcmp(w->stage + n - k, FX_WNEW_KEEP);
+}
+
+/*
+ * W15: the renames the log takes are of a file or symlink of the tree
+ * (not a directory: the paths below it would move), each object moved
+ * once and not removed by the same transaction, from a path of at most
+ * W_NAME_MAX bytes (the entry's name), to a name that no other rename
+ * leaves (no chains, no cycles), from a name no new directory takes, and
+ * with no rmdir in the transaction (removals go first, W2).
+ */
+int fx_w_move_declined(struct fstx_domain *d, const struct wname *nm, size_t nnm)
+{
+	for (size_t k = 0; k < nnm; k++) {
+		const struct wname *m = &nm[k];
+		struct stat st;
+
+		if (m->kind == W_UNLINK && is_rmdir(m))
+			for (size_t j = 0; j < nnm; j++)
+				if (nm[j].kind == W_MOVE)
+					return 1;
+		if (m->kind != W_MOVE)
+			continue;
+		if (strlen(m->stage) > W_NAME_MAX || in_meta(m->path) || in_meta(m->stage) ||
+		    fx_lstat(d, m->stage, &st) < 0 || (uint64_t)st.st_ino != m->ino ||
+		    !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+			return 1;
+		for (size_t j = 0; j < nnm; j++) {
+			const struct wname *o = &nm[j];
+
+			if (j == k)
+				continue;
+			if ((o->kind == W_MOVE || o->kind == W_UNLINK) && o->ino == m->ino)
+				return 1;
+			if (o->kind == W_MOVE && !strcmp(o->stage, m->path))
+				return 1;
+			if (o->kind == W_MKDIR && o->path && !strcmp(o->path, m->stage))
+				return 1;
+		}
+	}
+	return 0;
+}
+
+const char *fx_w_now_at(const struct wname *nm, size_t nnm, const char *path,
+			size_t step)
+{
+	for (size_t k = 0; k < nnm; k++)
+		if (nm[k].kind == W_MOVE && nm[k].step < step && !strcmp(nm[k].path, path))
+			return nm[k].stage;
+	return path;
+}
+
+const char *fx_w_moved_to(const struct wname *nm, size_t nnm, uint64_t ino)
+{
+	for (size_t k = 0; ino && k < nnm; k++)
+		if (nm[k].kind == W_MOVE && nm[k].ino == ino)
+			return nm[k].path;
+	return NULL;
 }
 
 struct wname *fx_w_name_of_op(struct wname *nm, size_t nnm, size_t op)

@@ -564,7 +564,7 @@ static void barriers(void **state)
 	static const char *const text[] = {
 		"unlink hard\n", /* a name of an inode with two: the undo way */
 		"open 0 a O_RDWR\npwrite 0 \"x\" 0\nsetxattr a user.k \"v9\"\n"
-		"rename d/c d/c2\n",
+		"rename d/e d/e2\n", /* a directory's rename: the undo way */
 		NULL, /* 1000 files in a new directory: 3001 ops */
 	};
 	char *big = malloc(1000 * 80 + 32), *p = big;
@@ -698,7 +698,7 @@ static void open_faults(void **state)
 static char *hot_domain(char **before)
 {
 	static const char text[] = "open 0 a O_RDWR\npwrite 0 \"ALPHA\" 0\n"
-				   "unlink old\nrename d/c d/c2\nmkdir m\n";
+				   "unlink old\nrename d/e d/e2\nmkdir m\n";
 	char *dir;
 
 	for (long k = 1; k < 200; k++) {

@@ -442,7 +442,7 @@ static void loose_checkpoint(void **state)
 	assert_int_equal(count_tx(h, crash, &sf), 0);
 	fx_wal_max = saved;
 	fo_install(FO_COUNT, 0, 0);
-	assert_int_equal(tx_text_h(h, "rename old old2\n"), 0);
+	assert_int_equal(tx_text_h(h, "link old old2\n"), 0); /* the undo way */
 	fo_remove();
 	assert_int_equal(fo.syncfses, 0);
 	assert_true(fo_synced(ino_at(d, "a"))); /* the checkpoint pays */
@@ -1553,6 +1553,65 @@ static void removexattr_log(void **state)
 	t_drop(d);
 }
 
+/*
+ * W15: renames of files of the tree ride the log (one over an old file,
+ * one into another directory after a write under the old name, one of a
+ * file with a second name): one barrier, the undo way's tree.  Replay
+ * after another boot, with every rename kept, with none kept (the old
+ * file back from .fstx/wnew/), or with a rename half persisted (both
+ * names), leaves the same tree twice.
+ */
+static const char mvx[] =
+	"open 1 d/c O_WRONLY\npwrite 1 \"pre\" 0\nrename a a2\n"
+	"open 0 a2 O_WRONLY\npwrite 0 \"moved\" 0\nsetxattr a2 user.m \"1\"\n"
+	"rename b old\nrename d/c d/e/c2\n";
+
+static void link_rel(const char *d, const char *from, const char *to)
+{
+	char *p, *q;
+
+	assert_true(asprintf(&p, "%s/%s", d, from) > 0);
+	assert_true(asprintf(&q, "%s/%s", d, to) > 0);
+	assert_int_equal(link(p, q), 0);
+	free(p);
+	free(q);
+}
+
+static void mv_rel(const char *d, const char *from, const char *to)
+{
+	char *p;
+
+	assert_true(asprintf(&p, "%s/%s", d, from) > 0);
+	rename_rel(p, d, to);
+	free(p);
+}
+
+static void names_move(void **state)
+{
+	char *want = undo_after(mvx), *d = log_one_barrier(mvx), *got;
+
+	(void)state;
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	replay_twice(d, want);
+	t_drop(d);
+	/* power loss kept no rename; the data written in place it kept */
+	d = log_one_barrier(mvx);
+	mv_rel(d, "a2", "a");
+	mv_rel(d, "old", "b");
+	unremove(d, "old", "old");
+	mv_rel(d, "d/e/c2", "d/c");
+	replay_twice(d, want);
+	t_drop(d);
+	/* a rename half persisted: the old name holds the object too */
+	d = log_one_barrier(mvx);
+	link_rel(d, "a2", "a");
+	replay_twice(d, want);
+	free(want);
+	t_drop(d);
+}
+
 static int other_mount(int fd, uint64_t *id)
 {
 	(void)fd;
@@ -2543,6 +2602,7 @@ int main(void)
 		cmocka_unit_test(large_staged),
 		cmocka_unit_test(append_fixed),
 		cmocka_unit_test(removexattr_log),
+		cmocka_unit_test(names_move),
 		cmocka_unit_test(remount_replays_all),
 		cmocka_unit_test(mount_id_missing),
 		cmocka_unit_test(damaged),
