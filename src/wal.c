@@ -35,13 +35,15 @@
  *      at fixed offsets into existing or new regular files (O_APPEND
  *      ones too, W14), truncates of them (also by O_TRUNC), setxattr
  *      (flags 0) of small user.* xattrs and removexattr of user.* ones
- *      (replay finds one gone already done: test_wal removexattr_log).
- *      trans.c wal_steps_ok(), wal_stage.c fx_w_removal_declined().
+ *      (replay finds one gone already done: test_wal removexattr_log);
+ *      and renames of files and symlinks of the tree (W15).
+ *      trans.c wal_steps_ok(), wal_stage.c fx_w_removal_declined(),
+ *      fx_w_move_declined().
  *      Each such change is a "set": the bytes, the size or the xattr value
  *      it leaves do not depend on what was there before; a new name is
- *      made only where no object was; no record moves an object of the
- *      tree to another name or makes a second name (those take the undo
- *      way, which checkpoints the log first).
+ *      made only where no object was; no record makes a second name of an
+ *      object or moves a directory of the tree, and exchanges take the undo
+ *      way too (which checkpoints the log first).
  *  W2. Layout: sector 0 holds the header (magic "FSTXWAL1", version, salt,
  *      CRC-32C); records start at byte 1024.  The hint (W4, W5) and the
  *      records' state words live in .fstx/walsync, notes for this boot that
@@ -271,6 +273,25 @@
  *      where an append would add them again.  Lazy transactions, whose
  *      records may queue unapplied (W10), append the undo way.  test_wal
  *      append_fixed.
+ * W15. Renames of files and symlinks of the tree are name entries (kind
+ *      10: the object's inode, its new path, and the path it leaves in the
+ *      name field), after the removals and new directories of their record
+ *      and before its new files (a rename over an old file, into a new
+ *      directory, or out of a name a new file then takes).  Each object is
+ *      moved at most once by a transaction and not also removed; no rename
+ *      lands on the name another leaves (no chains, no cycles); no
+ *      directory; no rmdir beside it (wal_stage.c fx_w_move_declined()).
+ *      A transaction that renames an object which any record of the log
+ *      names (applied or not) checkpoints first (moves_first()), so no
+ *      record before its own knows the object by the name it leaves, and
+ *      those after it know it by its new one: replay finds it at its new
+ *      name (done; a second name at the old one, a rename half persisted
+ *      by btrfs, is removed), at its old name (renamed), or, when a later
+ *      record removes it, at neither (done); anything else is -ESTALE.
+ *      The checkpoint fsyncs both directories (W6, W_OBJ_SRC).  Until the
+ *      record is applied, the writer's later ops find the file at its old
+ *      name (fx_w_now_at()); its entries name it by the new one.
+ *      test_wal names_move.
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to

@@ -2,7 +2,7 @@
 /*
  * wal_int.h - what the files of the write-ahead log share.  Included only
  * by src/wal*.c: the rest of the library goes through wal.h alone.  The
- * rules W1-W12 are at the top of wal.c; each file names those it keeps.
+ * rules W1-W15 are at the top of wal.c; each file names those it keeps.
  *
  *   wal.c        the rules; commit (W1, W3, W7, W10), conflicts (W4),
  *                checkpoint (W6, W11), recovery (W5), the fx_wal_* calls
