@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 
 extern uint64_t fx_clone_min; /* journal.c (internal) */
 extern uint64_t fx_wal_stage_min; /* wal.c (internal) */
@@ -333,4 +335,26 @@ void t_drop(char *dir)
 {
 	t_rmtree(dir);
 	free(dir);
+}
+
+int t_reflink(const char *dir)
+{
+	char *a, *b;
+	int fa, fb, ok;
+
+	if (asprintf(&a, "%s/.rl-a", dir) < 0 || asprintf(&b, "%s/.rl-b", dir) < 0)
+		die("asprintf");
+	fa = open(a, O_RDWR | O_CREAT, 0600);
+	fb = open(b, O_RDWR | O_CREAT, 0600);
+	ok = fa >= 0 && fb >= 0 &&
+	     ioctl(fb, FICLONERANGE, &(struct file_clone_range){ .src_fd = fa }) == 0;
+	if (fa >= 0)
+		close(fa);
+	if (fb >= 0)
+		close(fb);
+	unlink(a);
+	unlink(b);
+	free(a);
+	free(b);
+	return ok;
 }

@@ -35,5 +35,7 @@ struct btrfs_ioctl_usertrans_op t_op(uint64_t op, __s64 a0, __s64 a1, __s64 a2,
 long t_run(const char *dir, struct btrfs_ioctl_usertrans_op *ops, size_t n,
 	   uint64_t nfds, uint64_t flags, uint64_t *completed);
 int t_dirfd(const char *dir);
+/* 1 if FICLONERANGE works between two files of dir (reflink). */
+int t_reflink(const char *dir);
 
 #endif

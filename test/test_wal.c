@@ -1319,26 +1319,6 @@ static void names_replace(void **state)
  */
 /* ---- W13: large overwrites staged, cloned into place ---------------------- */
 
-/* Does FICLONERANGE work in domain d (reflink)? */
-static int has_reflink(const char *d)
-{
-	char *a, *b;
-	int fa, fb, ok;
-
-	assert_true(asprintf(&a, "%s/.rl-a", d) > 0 && asprintf(&b, "%s/.rl-b", d) > 0);
-	fa = open(a, O_RDWR | O_CREAT, 0600);
-	fb = open(b, O_RDWR | O_CREAT, 0600);
-	assert_true(fa >= 0 && fb >= 0);
-	ok = ioctl(fb, FICLONERANGE, &(struct file_clone_range){ .src_fd = fa }) == 0;
-	close(fa);
-	close(fb);
-	unlink(a);
-	unlink(b);
-	free(a);
-	free(b);
-	return ok;
-}
-
 #define STAGED (64u << 10)
 static long clones_ok;
 static int count_clone(int dst, int src, uint64_t so, uint64_t len, uint64_t dof)
@@ -1403,7 +1383,7 @@ static void large_staged(void **state)
 	pid_t pid;
 
 	(void)state;
-	if (!has_reflink(d)) {
+	if (!t_reflink(d)) {
 		t_drop(d);
 		free(tx);
 		skip();
