@@ -597,12 +597,6 @@ static void deferred_hint(void **state)
 
 /* ---- kill -9 ----------------------------------------------------------- */
 
-/* Run seqtx[k] on dir: through handle h if there is one, else a new one. */
-static long seq_run(const char *dir, fstx_domain *h, int k)
-{
-	return h ? tx_text_h(h, seqtx[k]) : tx_text(dir, seqtx[k], NULL);
-}
-
 static void wal_prep(void)
 {
 	fx_wal_max = 3000; /* a checkpoint inside the sequence */
@@ -716,19 +710,21 @@ static void kill_crash_only(void **state)
 
 /* ---- injected errors --------------------------------------------------- */
 
-static void errors_every_call(void **state)
+/* The sequence tx, with the log checkpointed past wal_max bytes, and the
+ * k-th OS call failing with each of errs[0..nerr) (once and sticky), for
+ * every every-th k of call_stride(). */
+static void errors_over(char *const *tx, uint64_t wal_max, const int *errs,
+			int nerr, long every, const char *what)
 {
-	static const int errs[] = { EIO, ENOSPC };
 	char *st[NSEQ + 1];
-	long n = seq_calls(), points = 0, failed = 0;
+	long n = seq_calls_of(tx), points = 0, failed = 0;
 	uint64_t saved = fx_wal_max, stage_min = fx_wal_stage_min;
 
-	(void)state;
 	seq_states(st);
-	fx_wal_max = 3000;
-	for (int e = 0; e < 2; e++)
+	fx_wal_max = wal_max;
+	for (int e = 0; e < nerr; e++)
 		for (int sticky = 0; sticky < 2; sticky++)
-			for (long k = 1; k <= n; k += call_stride()) {
+			for (long k = 1; k <= n; k += every * call_stride()) {
 				char *d = t_fresh();
 				int ok = 0, tried = 0, r;
 				fstx_domain *h = NULL;
@@ -741,7 +737,8 @@ static void errors_every_call(void **state)
 				fo.sticky = sticky;
 				for (int j = 0; j < NSEQ; j++) {
 					tried++;
-					if (seq_run(d, h, j) != 0)
+					/* through handle h if there is one */
+					if ((h ? tx_text_h(h, tx[j]) : tx_text(d, tx[j], NULL)) != 0)
 						break;
 					ok++;
 				}
@@ -750,17 +747,40 @@ static void errors_every_call(void **state)
 					fstx_domain_close(h);
 				failed += ok < NSEQ;
 				if ((r = domain_recover(d)) < 0)
-					fail_msg("err %d call %ld: recovery %d", errs[e], k, r);
-				in_range(d, st, ok, tried, "wal error call", k);
+					fail_msg("%s: err %d call %ld: recovery %d", what, errs[e], k, r);
+				in_range(d, st, ok, tried, what, k);
 				points++;
 				t_drop(d);
 			}
 	fx_wal_max = saved;
 	fx_wal_stage_min = stage_min;
-	printf("wal errors: EIO and ENOSPC, once and sticky: %ld fault points, "
-	       "%ld sequences cut short, 0 torn\n", points, failed);
+	printf("%s: %s, once and sticky: %ld fault points, "
+	       "%ld sequences cut short, 0 torn\n", what, nerr > 1 ? "EIO and ENOSPC" : "EIO",
+	       points, failed);
 	for (int k = 0; k <= NSEQ; k++)
 		free(st[k]);
+}
+
+static void errors_every_call(void **state)
+{
+	static const int errs[] = { EIO, ENOSPC };
+
+	(void)state;
+	errors_over(seqtx, 3000, errs, 2, 1, "wal errors");
+}
+
+/*
+ * The sequence crash-only, each transaction's record checkpointed at once
+ * without barriers (W11: the objects it names listed in .fstx/wdebt, the
+ * list paid by the next durable commit or checkpoint), with EIO at every
+ * other OS call: the list's writing, reading and paying fail too.
+ */
+static void errors_crash_only(void **state)
+{
+	static const int errs[] = { EIO };
+
+	(void)state;
+	errors_over(seqcx, 1, errs, 1, 2, "wal crash-only errors");
 }
 
 /* The in-place write after the commit point fails: latched, rolled forward. */
@@ -2599,6 +2619,7 @@ int main(void)
 		cmocka_unit_test(kill_every_call),
 		cmocka_unit_test(kill_crash_only),
 		cmocka_unit_test(errors_every_call),
+		cmocka_unit_test(errors_crash_only),
 		cmocka_unit_test(concurrent_writers),
 		cmocka_unit_test(concurrent_threads),
 	};
