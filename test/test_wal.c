@@ -1349,12 +1349,32 @@ static int count_clone(int dst, int src, uint64_t so, uint64_t len, uint64_t dof
 	return r;
 }
 
+/* tx run in a child that arm() set to die (exit 7) at some OS call. */
+static void tx_dies_at(const char *d, const char *tx, void (*arm)(void))
+{
+	int st;
+	pid_t p = fork();
+
+	if (p == 0) {
+		arm();
+		tx_text(d, tx, NULL);
+		_exit(1);
+	}
+	assert_int_equal(waitpid(p, &st, 0), p);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 7);
+}
+
 /* Dies at the clone of the staged data (not at the filesystem's probe). */
 static int die_at_clone(int dst, int src, uint64_t so, uint64_t len, uint64_t dof)
 {
 	if (len == STAGED)
 		_exit(7);
 	return fx_os_libc.ficlonerange(dst, src, so, len, dof);
+}
+
+static void arm_clone(void)
+{
+	fx_os.ficlonerange = die_at_clone;
 }
 
 /* 64 KiB at 64 KiB into a 256 KiB file L, a small write and an xattr. */
@@ -1399,8 +1419,6 @@ static void large_staged(void **state)
 	struct stat st;
 	DIR *dir;
 	struct dirent *e;
-	int status;
-	pid_t pid;
 
 	(void)state;
 	if (!t_reflink(d)) {
@@ -1429,14 +1447,7 @@ static void large_staged(void **state)
 	t_drop(d);
 
 	d = staged_domain();
-	pid = fork();
-	if (pid == 0) {
-		fx_os.ficlonerange = die_at_clone;
-		tx_text(d, tx, NULL);
-		_exit(1);
-	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 7);
+	tx_dies_at(d, tx, arm_clone);
 	assert_true(wal_end_dir(d) > 1024);
 	assert_int_equal(wnew_count(d), 1);
 	/* a staged file of another inode: refused, nothing changes */
@@ -1474,6 +1485,23 @@ static void large_staged(void **state)
 }
 
 /*
+ * tx commits through the log with one barrier and leaves the undo way's
+ * tree, and replay after another boot over everything kept leaves it
+ * again, twice: that tree (malloc'd).
+ */
+static char *logged_as_undo(const char *tx)
+{
+	char *want = undo_after(tx), *d = log_one_barrier(tx), *got;
+
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	replay_twice(d, want);
+	t_drop(d);
+	return want;
+}
+
+/*
  * W14: O_APPEND writes ride the log as pwrites at the ends found under the
  * lock (after a truncate, with two appends in a row, into a new file):
  * one barrier, the undo way's tree.  Replay after another boot, with the
@@ -1497,7 +1525,7 @@ static void truncate_rel(const char *d, const char *rel, off_t len)
 
 static void append_fixed(void **state)
 {
-	char *want = undo_after(apx), *d, *got;
+	char *want = logged_as_undo(apx), *d;
 	struct stat st;
 	off_t a0;
 
@@ -1511,12 +1539,6 @@ static void append_fixed(void **state)
 		a0 = st.st_size;
 		free(p);
 	}
-	t_drop(d);
-	d = log_one_barrier(apx);
-	got = t_snapshot(d);
-	assert_string_equal(got, want);
-	free(got);
-	replay_twice(d, want); /* all kept: written again in place, once */
 	t_drop(d);
 	d = log_one_barrier(apx);
 	truncate_rel(d, "a", a0); /* the appends lost, the truncate kept */
@@ -1536,15 +1558,9 @@ static const char rmxa[] =
 
 static void removexattr_log(void **state)
 {
-	char *want = undo_after(rmxa), *d = log_one_barrier(rmxa), *got, *p;
+	char *want = logged_as_undo(rmxa), *d = log_one_barrier(rmxa), *p;
 
 	(void)state;
-	got = t_snapshot(d);
-	assert_string_equal(got, want);
-	free(got);
-	replay_twice(d, want);
-	t_drop(d);
-	d = log_one_barrier(rmxa);
 	assert_true(asprintf(&p, "%s/a", d) > 0);
 	assert_int_equal(setxattr(p, "user.k", "lost", 4, 0), 0);
 	free(p);
@@ -1588,16 +1604,10 @@ static void mv_rel(const char *d, const char *from, const char *to)
 
 static void names_move(void **state)
 {
-	char *want = undo_after(mvx), *d = log_one_barrier(mvx), *got;
+	char *want = logged_as_undo(mvx), *d = log_one_barrier(mvx);
 
 	(void)state;
-	got = t_snapshot(d);
-	assert_string_equal(got, want);
-	free(got);
-	replay_twice(d, want);
-	t_drop(d);
 	/* power loss kept no rename; the data written in place it kept */
-	d = log_one_barrier(mvx);
 	mv_rel(d, "a2", "a");
 	mv_rel(d, "old", "b");
 	unremove(d, "old", "old");
@@ -2114,23 +2124,19 @@ static void group_waits_for_barrier(void **state)
 	t_drop(d);
 }
 
+static void arm_barrier(void)
+{
+	fx_os.fdatasync = die_at_barrier;
+}
+
 /* A writer that appends its record on file f and dies at its barrier. */
 static void dies_at_barrier(const char *d, const char *f, const char *data)
 {
 	char tx[160];
-	int st;
-	pid_t p;
 
 	snprintf(tx, sizeof(tx), "option wal\nopen 0 %s O_WRONLY\npwrite 0 \"%s\" 0\n",
 		 f, data);
-	p = fork();
-	if (p == 0) {
-		fx_os.fdatasync = die_at_barrier;
-		tx_text(d, tx, NULL);
-		_exit(1);
-	}
-	assert_int_equal(waitpid(p, &st, 0), p);
-	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 7);
+	tx_dies_at(d, tx, arm_barrier);
 }
 
 /* Open records on b and c, an applied one on a between them (at *rec_a). */
