@@ -526,6 +526,10 @@ static int wal_steps_ok(const struct plan *P)
 			if (s->newid <= 0 || op != FSTX_OP_SYMLINK || !s->aux)
 				return 0;
 			break;
+		case FX_ST_LINK: /* then moved from staging: W16 */
+			if (op != BTRFS_IOC_UT_OP_LINK)
+				return 0;
+			break;
 		case FX_ST_MOVE:
 			if (s->newid > 0) { /* a new object: from staging, or on */
 				uint32_t kind = made_by(P, s->newid);
@@ -540,8 +544,10 @@ static int wal_steps_ok(const struct plan *P)
 				if (op != BTRFS_IOC_UT_OP_UNLINK && op != FSTX_OP_RENAME &&
 				    op != BTRFS_IOC_UT_OP_RMDIR)
 					return 0;
-			} else if (op != FSTX_OP_RENAME || under_meta(s->dst, FX_META)) {
-				return 0; /* else a rename of an object of the tree, W15 */
+			} else if (under_meta(s->dst, FX_META) ||
+				   (op != FSTX_OP_RENAME &&
+				    (op != BTRFS_IOC_UT_OP_LINK || !under_meta(s->src, FX_NEW)))) {
+				return 0; /* else a rename (W15) or a link (W16) */
 			}
 			break;
 		default:
@@ -610,6 +616,7 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 		case BTRFS_IOC_UT_OP_UNLINK:
 		case BTRFS_IOC_UT_OP_RMDIR:
 		case FSTX_OP_RENAME:
+		case BTRFS_IOC_UT_OP_LINK:
 			break;
 		default:
 			if (!fx_op_is_assert(op->op))

@@ -36,14 +36,15 @@
  *      ones too, W14), truncates of them (also by O_TRUNC), setxattr
  *      (flags 0) of small user.* xattrs and removexattr of user.* ones
  *      (replay finds one gone already done: test_wal removexattr_log);
- *      and renames of files and symlinks of the tree (W15).
+ *      and renames of and hard links to files and symlinks of the tree
+ *      (W15, W16).
  *      trans.c wal_steps_ok(), wal_stage.c fx_w_removal_declined(),
  *      fx_w_move_declined().
  *      Each such change is a "set": the bytes, the size or the xattr value
  *      it leaves do not depend on what was there before; a new name is
- *      made only where no object was; no record makes a second name of an
- *      object or moves a directory of the tree, and exchanges take the undo
- *      way too (which checkpoints the log first).
+ *      made only where no object was; no record moves a directory of the
+ *      tree, and exchanges take the undo way (which checkpoints the log
+ *      first).
  *  W2. Layout: sector 0 holds the header (magic "FSTXWAL1", version, salt,
  *      CRC-32C); records start at byte 1024.  The hint (W4, W5) and the
  *      records' state words live in .fstx/walsync, notes for this boot that
@@ -292,6 +293,15 @@
  *      record is applied, the writer's later ops find the file at its old
  *      name (fx_w_now_at()); its entries name it by the new one.
  *      test_wal names_move.
+ * W16. Hard links to files and symlinks of the tree are name entries too
+ *      (kind 11: the inode, the new name, the first name in the name
+ *      field), in step order with the renames and under the same limits
+ *      (fx_w_move_declined(); moves_first() checkpoints first when a
+ *      record names the inode).  The writer and replay alike: the new
+ *      name holding the inode is done, else the first name holding it is
+ *      linked there, else -ESTALE (a later record cannot remove such an
+ *      object: it has two names, W1).  The checkpoint fsyncs the new
+ *      name's directory.  test_wal names_link.
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to

@@ -114,6 +114,9 @@ static int name_first(struct fstx_domain *d, struct ndirs *D, const struct wname
 
 	if (w->dir >= 0)
 		return 0; /* made in its staged directory, in place with it */
+	if (w->kind == W_LINK) /* W16 */
+		return fx_w_name_apply(d, w->kind, w->path, w->stage, w->ino, 0, NULL,
+				       UINT64_MAX);
 	dfd = ndirs_parent(d, D, w->path, &dn);
 	if (dfd < 0)
 		r = dfd;

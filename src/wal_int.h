@@ -2,7 +2,7 @@
 /*
  * wal_int.h - what the files of the write-ahead log share.  Included only
  * by src/wal*.c: the rest of the library goes through wal.h alone.  The
- * rules W1-W15 are at the top of wal.c; each file names those it keeps.
+ * rules W1-W16 are at the top of wal.c; each file names those it keeps.
  *
  *   wal.c        the rules; commit (W1, W3, W7, W10), conflicts (W4),
  *                checkpoint (W6, W11), recovery (W5), the fx_wal_* calls
@@ -40,8 +40,12 @@
 /* Entry kinds (byte layout: wal_rec.c).  The name entries of a record
  * (W_MKDIR, W_NEWF, W_UNLINK, W_SYMLINK) come before its other entries. */
 enum { W_PWRITE = 1, W_TRUNC = 2, W_SETX = 3, W_MKDIR = 4, W_NEWF = 5,
-       W_UNLINK = 6, W_SYMLINK = 7, W_CLONE = 8, W_RMX = 9, W_MOVE = 10 };
-#define W_IS_NAME(k) (((k) >= W_MKDIR && (k) <= W_SYMLINK) || (k) == W_MOVE)
+       W_UNLINK = 6, W_SYMLINK = 7, W_CLONE = 8, W_RMX = 9, W_MOVE = 10,
+       W_LINK = 11 };
+#define W_IS_NAME(k) (((k) >= W_MKDIR && (k) <= W_SYMLINK) || (k) == W_MOVE || \
+		      (k) == W_LINK)
+/* A name entry whose name field is the path of an object of the tree */
+#define W_FROM_TREE(k) ((k) == W_MOVE || (k) == W_LINK)
 /* A new object staged in .fstx/wnew/ before its record (W2) */
 #define W_IS_STAGED(k) ((k) == W_NEWF || (k) == W_SYMLINK)
 #define W_WNEW FX_META "/wnew/" /* staging of new files (W2) */
@@ -66,6 +70,8 @@ static inline unsigned w_objects(uint32_t kind, uint32_t nlen)
 		return W_OBJ_FILE;
 	if (kind == W_MOVE)
 		return W_OBJ_PARENT | W_OBJ_SRC;
+	if (kind == W_LINK) /* a second name: its directory */
+		return W_OBJ_PARENT;
 	return W_OBJ_PARENT | (kind == W_MKDIR ? W_OBJ_FILE : 0) |
 	       (nlen ? W_OBJ_WNEW : 0);
 }
@@ -108,13 +114,14 @@ struct fx_syncset;
 /* A name entry of the record being written (wal.c names_of()). */
 struct wname {
 	uint32_t kind, mode;    /* W_MKDIR, W_NEWF, W_UNLINK, W_SYMLINK,
-				 * W_MOVE; the mode asked for */
+				 * W_MOVE, W_LINK; the mode asked for */
 	const char *target;     /* W_SYMLINK: its target */
 	const char *path;       /* the new name (the name removed), canonical */
 	char *stage;            /* W_NEWF, W_SYMLINK: the staged object,
 				 * W_UNLINK: where the removed object waits
 				 * for the checkpoint, W_MOVE: the path it
-				 * moves from, W_MKDIR: the staged
+				 * moves from, W_LINK: the path it links,
+				 * W_MKDIR: the staged
 				 * directory or "": W_WNEW...; sbuf, or
 				 * allocated (wal.c free_stages()) */
 	char sbuf[72];
@@ -239,8 +246,9 @@ int fx_w_removal_declined(struct fstx_domain *d, const struct plan *P,
 			  const uint64_t *ino, const struct wname *nm, size_t nnm);
 /* W15: 1 a rename of an existing object the log does not take, else 0. */
 int fx_w_move_declined(struct fstx_domain *d, const struct wname *nm, size_t nnm);
-/* W15: where the object an op finds at path (its first step: step) is
- * before the record is applied: the old name of a file renamed there. */
+/* W15, W16: where the object an op finds at path (its first step: step)
+ * is before the record is applied: the old name of a file renamed there,
+ * the first name of one linked there. */
 const char *fx_w_now_at(const struct wname *nm, size_t nnm, const char *path,
 			size_t step);
 /* W15: the final path of moved inode ino, or NULL. */

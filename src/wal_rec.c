@@ -26,18 +26,20 @@
  * An entry (struct went, 40 bytes, then its names and data):
  *     0 u32 kind: 1 pwrite, 2 truncate, 3 setxattr, 4 mkdir, 5 new file,
  *       6 remove, 7 new symlink, 8 clone from a staged file (W13),
- *       9 removexattr, 10 rename of an object of the tree (W15)
+ *       9 removexattr, 10 rename of an object of the tree (W15), 11 a
+ *       new name (hard link) of an object of the tree (W16)
  *     4 u32 path length     8 u64 inode number the file must have (mkdir 0)
  *    16 u64 a: pwrite offset, truncate size, setxattr 0, mode (4, 5), 0 (6, 7),
- *       the offset in the file and in the staged file (8), 0 (9, 10)
+ *       the offset in the file and in the staged file (8), 0 (9-11)
  *    24 u64 b: pwrite length, truncate 0, setxattr value length, 0 (4-6),
- *       the target's length (7: 1 to PATH_MAX - 1), 16 (8), 0 (9, 10)
+ *       the target's length (7: 1 to PATH_MAX - 1), 16 (8), 0 (9-11)
  *    32 u32 name length: the xattr name (setxattr, removexattr), the staged object
  *       (new file, new symlink: .fstx/wnew/NAME, or .fstx/wnew/DIR/NAME in
  *       a staged directory; a staged new directory: .fstx/wnew/NAME; the
  *       staged data of a clone: .fstx/wnew/NAME) or where the removed
  *       object waits for the checkpoint (remove): .fstx/wnew/NAME; the
- *       canonical path a rename moves the object from (10); else 0
+ *       canonical path a rename moves the object from (10), or a link
+ *       gives it a new name after (11); else 0
  *       (at most W_NAME_MAX)                                   36 u32 0
  *    40 the canonical path (no NUL), the name (no NUL), b bytes of data
  *       (none for a truncate; a new symlink's target, no NUL; a clone's
@@ -45,7 +47,8 @@
  *       staged file), zeros to the next multiple of 8
  *
  * Name entries come first in a record: removals, then new directories,
- * then renames of objects of the tree (W15), then new files, then new
+ * then renames and links of objects of the tree (W15, W16, together in
+ * step order), then new files, then new
  * symlinks (each at the name the transaction leaves it at), each kind in
  * the order of the transaction's steps; its
  * other entries follow, in op order.  A new file's entries name it by its final path and the
@@ -416,6 +419,15 @@ int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 
 	if (kind == W_MOVE)
 		return move_apply(d, path, stage, ino, off, r < 0 ? r : 0, &st);
+	if (kind == W_LINK) { /* W16: done, or linked from its first name */
+		if (r < 0 && r != -ENOENT)
+			return r;
+		if (r == 0)
+			return (uint64_t)st.st_ino == fx_w_ino(d, ino) ? 0 : -ESTALE;
+		if ((rs = fx_lstat(d, stage, &sst)) < 0)
+			return rs == -ENOENT ? -ESTALE : rs;
+		return (uint64_t)sst.st_ino == fx_w_ino(d, ino) ? link_at(d, stage, path) : -ESTALE;
+	}
 
 	if (kind == W_UNLINK) {
 		/* done, or the name went on to another object (a later
@@ -529,7 +541,7 @@ static int entry_check(const struct went *e, const char *path, const char *name,
 	if (e->kind == W_SYMLINK) /* b: its target's length */
 		return !e->b || e->b >= PATH_MAX || room < e->b || e->a ||
 		       !stage_ok(e->kind, name, e->nlen) ? -EUCLEAN : 0;
-	if (e->kind == W_MOVE) /* name: the path it moves from */
+	if (W_FROM_TREE(e->kind)) /* name: the path it moves from, or links */
 		return e->b || e->a || !path_ok(name, e->nlen) ? -EUCLEAN : 0;
 	if (W_IS_NAME(e->kind))
 		return e->b || e->a > 07777 || !stage_ok(e->kind, name, e->nlen) ?

@@ -74,18 +74,38 @@ static int to_trash(const char *p)
 	return !strncmp(p, FX_TRASH, n) && p[n] == '/';
 }
 
-/* After nm[0..n): the renames of initial objects (W15), in step order;
- * the new count, or SIZE_MAX when memory runs out. */
+/* 1 if path p lies in .fstx/new/ (a link's staging, W16). */
+static int from_new(const char *p)
+{
+	size_t n = strlen(FX_NEW);
+
+	return !strncmp(p, FX_NEW, n) && p[n] == '/';
+}
+
+/*
+ * After nm[0..n): the renames (W15) and links (W16: a LINK step into
+ * .fstx/new/, then its MOVE to the new name) of initial objects, in step
+ * order; the new count, or SIZE_MAX when memory runs out.
+ */
 static size_t names_moved(const struct plan *P, struct wname *nm, size_t n)
 {
 	for (size_t k = 0; k < P->nsteps; k++) {
 		const struct fx_step *s = &P->steps[k];
+		const char *from = s->src;
+		uint32_t kind = W_MOVE;
 
 		if (s->kind != FX_ST_MOVE || s->newid || to_trash(s->dst))
 			continue;
-		nm[n] = (struct wname){ .kind = W_MOVE, .path = s->dst, .ino = s->ino,
+		if (from_new(s->src)) { /* the link's first name */
+			if (!k || P->steps[k - 1].kind != FX_ST_LINK ||
+			    strcmp(P->steps[k - 1].dst, s->src))
+				return SIZE_MAX;
+			from = P->steps[k - 1].src;
+			kind = W_LINK;
+		}
+		nm[n] = (struct wname){ .kind = kind, .path = s->dst, .ino = s->ino,
 					.op = s->op, .step = k, .dir = -1, .sfd = -1,
-					.stage = fx_strdup(s->src) };
+					.stage = fx_strdup(from) };
 		if (!nm[n].stage)
 			return SIZE_MAX;
 		n++;
@@ -348,12 +368,13 @@ static int is_rmdir(const struct wname *w)
 }
 
 /*
- * W15: the renames the log takes are of a file or symlink of the tree
- * (not a directory: the paths below it would move), each object moved
- * once and not removed by the same transaction, from a path of at most
- * W_NAME_MAX bytes (the entry's name), to a name that no other rename
- * leaves (no chains, no cycles), from a name no new directory takes, and
- * with no rmdir in the transaction (removals go first, W2).
+ * W15, W16: the renames and links the log takes are of a file or symlink
+ * of the tree (not a directory: the paths below it would move), each
+ * object renamed or linked once and not removed by the same transaction,
+ * from a path of at most W_NAME_MAX bytes (the entry's name), to a name
+ * that no other rename or link leaves or uses (no chains, no cycles),
+ * from a name no new directory takes, and with no rmdir in the
+ * transaction (removals go first, W2).
  */
 int fx_w_move_declined(struct fstx_domain *d, const struct wname *nm, size_t nnm)
 {
@@ -363,9 +384,9 @@ int fx_w_move_declined(struct fstx_domain *d, const struct wname *nm, size_t nnm
 
 		if (m->kind == W_UNLINK && is_rmdir(m))
 			for (size_t j = 0; j < nnm; j++)
-				if (nm[j].kind == W_MOVE)
+				if (W_FROM_TREE(nm[j].kind))
 					return 1;
-		if (m->kind != W_MOVE)
+		if (!W_FROM_TREE(m->kind))
 			continue;
 		if (strlen(m->stage) > W_NAME_MAX || in_meta(m->path) || in_meta(m->stage) ||
 		    fx_lstat(d, m->stage, &st) < 0 || (uint64_t)st.st_ino != m->ino ||
@@ -376,9 +397,9 @@ int fx_w_move_declined(struct fstx_domain *d, const struct wname *nm, size_t nnm
 
 			if (j == k)
 				continue;
-			if ((o->kind == W_MOVE || o->kind == W_UNLINK) && o->ino == m->ino)
+			if ((W_FROM_TREE(o->kind) || o->kind == W_UNLINK) && o->ino == m->ino)
 				return 1;
-			if (o->kind == W_MOVE && !strcmp(o->stage, m->path))
+			if (W_FROM_TREE(o->kind) && !strcmp(o->stage, m->path))
 				return 1;
 			if (o->kind == W_MKDIR && o->path && !strcmp(o->path, m->stage))
 				return 1;
@@ -391,7 +412,7 @@ const char *fx_w_now_at(const struct wname *nm, size_t nnm, const char *path,
 			size_t step)
 {
 	for (size_t k = 0; k < nnm; k++)
-		if (nm[k].kind == W_MOVE && nm[k].step < step && !strcmp(nm[k].path, path))
+		if (W_FROM_TREE(nm[k].kind) && nm[k].step < step && !strcmp(nm[k].path, path))
 			return nm[k].stage;
 	return path;
 }

@@ -442,7 +442,7 @@ static void loose_checkpoint(void **state)
 	assert_int_equal(count_tx(h, crash, &sf), 0);
 	fx_wal_max = saved;
 	fo_install(FO_COUNT, 0, 0);
-	assert_int_equal(tx_text_h(h, "link old old2\n"), 0); /* the undo way */
+	assert_int_equal(tx_text_h(h, "rename empty empty2\n"), 0); /* the undo way */
 	fo_remove();
 	assert_int_equal(fo.syncfses, 0);
 	assert_true(fo_synced(ino_at(d, "a"))); /* the checkpoint pays */
@@ -1622,6 +1622,36 @@ static void names_move(void **state)
 	t_drop(d);
 }
 
+/*
+ * W16: hard links to files of the tree ride the log (one into another
+ * directory, one then written through its new name): one barrier, the
+ * undo way's tree; replay after another boot with the links kept, or
+ * lost (the file written in place kept), leaves the same tree twice.
+ */
+static const char lnx[] =
+	"link a a.hard\nlink d/c d/e/c.hard\nopen 0 a.hard O_WRONLY\n"
+	"pwrite 0 \"via\" 0\n";
+
+static void names_link(void **state)
+{
+	char *want = logged_as_undo(lnx), *d = log_one_barrier(lnx);
+	struct stat a, b;
+	char *p, *q;
+
+	(void)state;
+	unlink_rel(d, "a.hard", 0);
+	unlink_rel(d, "d/e/c.hard", 0);
+	replay_twice(d, want);
+	assert_true(asprintf(&p, "%s/a", d) > 0 && asprintf(&q, "%s/a.hard", d) > 0);
+	assert_int_equal(stat(p, &a), 0);
+	assert_int_equal(stat(q, &b), 0);
+	assert_true(a.st_ino == b.st_ino && a.st_nlink == 2); /* a link, not a copy */
+	free(p);
+	free(q);
+	free(want);
+	t_drop(d);
+}
+
 static int other_mount(int fd, uint64_t *id)
 {
 	(void)fd;
@@ -2609,6 +2639,7 @@ int main(void)
 		cmocka_unit_test(append_fixed),
 		cmocka_unit_test(removexattr_log),
 		cmocka_unit_test(names_move),
+		cmocka_unit_test(names_link),
 		cmocka_unit_test(remount_replays_all),
 		cmocka_unit_test(mount_id_missing),
 		cmocka_unit_test(damaged),
