@@ -138,6 +138,7 @@ struct wname {
 /* A pwrite staged in a file of its own (W13), per op: fd -1 if not. */
 struct wclone {
 	int fd;                 /* the staged file, open */
+	int own;                /* 0: another op's staged file (the same open) */
 	char name[72];          /* W_WNEW "SALT-OFFSET-cOP" */
 	uint64_t spec[2];       /* the entry's data: length, staged inode */
 };

@@ -435,9 +435,8 @@ struct wname *fx_w_name_of_op(struct wname *nm, size_t nnm, size_t op)
 
 /* ---- W13: large overwrites, staged ------------------------------------ */
 
-/* Stage op i's data at its own offset in cl->name; cl->fd open. */
-static int stage_write(struct fstx_domain *d, const struct btrfs_ioctl_usertrans_op *op,
-		       size_t i, struct wclone *cl)
+/* The staged file of op i (W13): cl->name made, cl->fd open. */
+static int stage_write(struct fstx_domain *d, size_t i, struct wclone *cl)
 {
 	const int fl = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW;
 	struct stat st;
@@ -452,13 +451,21 @@ static int stage_write(struct fstx_domain *d, const struct btrfs_ioctl_usertrans
 		cl->fd = fx_open(d, cl->name, fl, 0600);
 	if (cl->fd < 0)
 		return cl->fd;
-	if ((r = fx_w_write_all(cl->fd, ARGP(op, 1), (size_t)op->args[2],
-				(uint64_t)op->args[3])) < 0 ||
-	    (r = fx_os.writeback(cl->fd)) < 0 || (r = fx_os.fstat(cl->fd, &st)) < 0)
+	cl->own = 1;
+	if ((r = fx_os.fstat(cl->fd, &st)) < 0)
 		return r;
-	cl->spec[0] = (uint64_t)op->args[2];
 	cl->spec[1] = (uint64_t)st.st_ino;
 	return 0;
+}
+
+/* Op i's data into its staged file cl[i] at its own offset. */
+static int stage_data(const struct btrfs_ioctl_usertrans_op *op, struct wclone *c)
+{
+	int r = fx_w_write_all(c->fd, ARGP(op, 1), (size_t)op->args[2],
+			       (uint64_t)op->args[3]);
+
+	c->spec[0] = (uint64_t)op->args[2];
+	return r < 0 ? r : fx_os.writeback(c->fd);
 }
 
 int fx_w_stage_writes(struct fstx_domain *d, const struct plan *P,
@@ -469,18 +476,35 @@ int fx_w_stage_writes(struct fstx_domain *d, const struct plan *P,
 
 	for (size_t i = 0; i < P->nops && r == 0; i++) {
 		const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+		size_t j;
 
 		if (op->op != BTRFS_IOC_UT_OP_PWRITE ||
 		    !fx_wal_stages(d, flags, (uint64_t)op->args[2],
 				   P->pops[tgt[i]].create))
 			continue;
-		r = stage_write(d, op, i, &cl[i]);
-		n++;
+		/*
+		 * The pwrites through one open share a staged file: each
+		 * clone entry, applied in op order, copies its range of the
+		 * final bytes, and whatever comes after it in the record
+		 * writes its own range again, so the result is the ops'.
+		 */
+		for (j = 0; j < i; j++)
+			if (cl[j].fd >= 0 && tgt[j] == tgt[i])
+				break;
+		if (j < i) {
+			cl[i] = cl[j];
+			cl[i].own = 0;
+		} else if ((r = stage_write(d, i, &cl[i])) < 0) {
+			break;
+		} else {
+			n++;
+		}
+		r = stage_data(op, &cl[i]);
 	}
 	/* their data, then their names: durable before the record (W13);
 	 * the write-out of each began as it was written */
 	for (size_t i = 0; i < P->nops && r == 0; i++)
-		if (cl[i].fd >= 0)
+		if (cl[i].fd >= 0 && cl[i].own)
 			r = fx_os.fdatasync(cl[i].fd);
 	if (r == 0 && n) {
 		if ((dfd = fx_open(d, W_WNEW, O_RDONLY | O_DIRECTORY, 0)) < 0)
@@ -495,7 +519,7 @@ void fx_w_drop_writes(struct fstx_domain *d, struct wclone *cl, size_t n,
 		      int unstage)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (cl[i].fd < 0)
+		if (cl[i].fd < 0 || !cl[i].own)
 			continue;
 		fx_os.close(cl[i].fd);
 		cl[i].fd = -1;

@@ -1364,10 +1364,11 @@ static void tx_dies_at(const char *d, const char *tx, void (*arm)(void))
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 7);
 }
 
-/* Dies at the clone of the staged data (not at the filesystem's probe). */
+/* Dies at the first clone of staged data (not at the filesystem's probe,
+ * of length 0). */
 static int die_at_clone(int dst, int src, uint64_t so, uint64_t len, uint64_t dof)
 {
-	if (len == STAGED)
+	if (len)
 		_exit(7);
 	return fx_os_libc.ficlonerange(dst, src, so, len, dof);
 }
@@ -1481,6 +1482,47 @@ static void large_staged(void **state)
 	fx_wal_stage_min = saved;
 	free(want);
 	free(tx);
+	t_drop(d);
+}
+
+/*
+ * W13: the pwrites through one open share a staged file; with two opens
+ * of one file, overlapping writes through both, a truncate and a write
+ * past the end, the clones applied in op order leave the undo way's tree,
+ * also replayed after a kill at the first clone.
+ */
+static void staged_shared(void **state)
+{
+	static const char tx[] =
+		"open 0 L O_RDWR\nopen 1 L O_RDWR\npwrite 0 \"AAAAAAAA\" 0\n"
+		"pwrite 1 \"BB\" 2\npwrite 0 \"CCCC\" 6\ntruncate L 9\n"
+		"pwrite 0 \"D\" 12\npwrite 1 \"EEEE\" 3\n";
+	uint64_t saved = fx_wal_stage_min;
+	char *d = staged_domain(), *want, *got;
+
+	(void)state;
+	if (!t_reflink(d)) {
+		t_drop(d);
+		skip();
+	}
+	fx_wal_auto = 0;
+	assert_int_equal(tx_text(d, tx, NULL), 0);
+	fx_wal_auto = 1;
+	want = t_snapshot(d);
+	t_drop(d);
+	fx_wal_stage_min = 1;
+	d = staged_domain();
+	assert_int_equal(tx_text(d, tx, NULL), 0);
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	t_drop(d);
+	d = staged_domain();
+	tx_dies_at(d, tx, arm_clone);
+	assert_int_equal(wnew_count(d), 2); /* one staged file per open */
+	replay_twice(d, want);
+	fx_wal_stage_min = saved;
+	free(want);
 	t_drop(d);
 }
 
@@ -2636,6 +2678,7 @@ int main(void)
 		cmocka_unit_test(names_rmdir),
 		cmocka_unit_test(names_replace),
 		cmocka_unit_test(large_staged),
+		cmocka_unit_test(staged_shared),
 		cmocka_unit_test(append_fixed),
 		cmocka_unit_test(removexattr_log),
 		cmocka_unit_test(names_move),
