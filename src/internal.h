@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "fstx.h"
@@ -14,6 +15,14 @@
 #define FX_META ".fstx"
 #define FX_NEW ".fstx/new"
 #define FX_TRASH ".fstx/trash"
+
+/* 1 if path p lies in area (FX_META, FX_NEW, FX_TRASH), at any depth. */
+static inline int fx_under(const char *p, const char *area)
+{
+	size_t n = strlen(area);
+
+	return !strncmp(p, area, n) && p[n] == '/';
+}
 
 /* openat2 resolution for canonical paths: no symlinks, no escape. */
 #define FX_RESOLVE 0x0eULL /* BENEATH | NO_SYMLINKS | NO_MAGICLINKS */

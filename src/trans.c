@@ -493,12 +493,6 @@ static uint32_t made_by(const struct plan *P, int newid)
 	return 0;
 }
 
-static int under_meta(const char *p, const char *area)
-{
-	size_t n = strlen(area);
-
-	return !strncmp(p, area, n) && p[n] == '/';
-}
 
 /*
  * W1: the name steps the log takes: new files, symlinks and directories
@@ -534,19 +528,19 @@ static int wal_steps_ok(const struct plan *P)
 			if (s->newid > 0) { /* a new object: from staging, or on */
 				uint32_t kind = made_by(P, s->newid);
 
-				if (under_meta(s->dst, FX_META) ||
+				if (fx_under(s->dst, FX_META) ||
 				    (kind != FX_ST_MKFILE && kind != FX_ST_SYMLINK &&
-				     (kind != FX_ST_MKDIR || !under_meta(s->src, FX_NEW))))
+				     (kind != FX_ST_MKDIR || !fx_under(s->src, FX_NEW))))
 					return 0;
 			} else if (!s->ino) {
 				return 0;
-			} else if (under_meta(s->dst, FX_TRASH)) { /* a removal */
+			} else if (fx_under(s->dst, FX_TRASH)) { /* a removal */
 				if (op != BTRFS_IOC_UT_OP_UNLINK && op != FSTX_OP_RENAME &&
 				    op != BTRFS_IOC_UT_OP_RMDIR)
 					return 0;
-			} else if (under_meta(s->dst, FX_META) ||
+			} else if (fx_under(s->dst, FX_META) ||
 				   (op != FSTX_OP_RENAME &&
-				    (op != BTRFS_IOC_UT_OP_LINK || !under_meta(s->src, FX_NEW)))) {
+				    (op != BTRFS_IOC_UT_OP_LINK || !fx_under(s->src, FX_NEW)))) {
 				return 0; /* else a rename (W15) or a link (W16) */
 			}
 			break;

@@ -873,10 +873,8 @@ static int moves_first(struct fstx_domain *d, const struct plan *P)
 
 	for (size_t k = 0; k < P->nsteps; k++) {
 		const struct fx_step *s = &P->steps[k];
-		size_t t = strlen(FX_TRASH);
 
-		if (s->kind != FX_ST_MOVE || s->newid || !s->ino ||
-		    (!strncmp(s->dst, FX_TRASH, t) && s->dst[t] == '/'))
+		if (s->kind != FX_ST_MOVE || s->newid || !s->ino || fx_under(s->dst, FX_TRASH))
 			continue;
 		if (n == sizeof(ids) / sizeof(ids[0]))
 			hit = 1; /* many: checkpoint without looking */

@@ -66,22 +66,6 @@ static size_t names_made(struct fstx_domain *d, const struct plan *P,
 	return n;
 }
 
-/* 1 if path p lies in .fstx/trash/ (a removal's step). */
-static int to_trash(const char *p)
-{
-	size_t n = strlen(FX_TRASH);
-
-	return !strncmp(p, FX_TRASH, n) && p[n] == '/';
-}
-
-/* 1 if path p lies in .fstx/new/ (a link's staging, W16). */
-static int from_new(const char *p)
-{
-	size_t n = strlen(FX_NEW);
-
-	return !strncmp(p, FX_NEW, n) && p[n] == '/';
-}
-
 /*
  * After nm[0..n): the renames (W15) and links (W16: a LINK step into
  * .fstx/new/, then its MOVE to the new name) of initial objects, in step
@@ -94,9 +78,9 @@ static size_t names_moved(const struct plan *P, struct wname *nm, size_t n)
 		const char *from = s->src;
 		uint32_t kind = W_MOVE;
 
-		if (s->kind != FX_ST_MOVE || s->newid || to_trash(s->dst))
+		if (s->kind != FX_ST_MOVE || s->newid || fx_under(s->dst, FX_TRASH))
 			continue;
-		if (from_new(s->src)) { /* the link's first name */
+		if (fx_under(s->src, FX_NEW)) { /* the link's first name */
 			if (!k || P->steps[k - 1].kind != FX_ST_LINK ||
 			    strcmp(P->steps[k - 1].dst, s->src))
 				return SIZE_MAX;
@@ -127,7 +111,7 @@ size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
 	for (size_t k = 0; k < P->nsteps; k++) {
 		const struct fx_step *s = &P->steps[k];
 
-		if (s->kind != FX_ST_MOVE || s->newid || !to_trash(s->dst))
+		if (s->kind != FX_ST_MOVE || s->newid || !fx_under(s->dst, FX_TRASH))
 			continue;
 		nm[n] = (struct wname){ .kind = W_UNLINK, .path = s->src,
 					.ino = s->ino, .op = s->op, .dir = -1, .sfd = -1 };
@@ -354,9 +338,7 @@ void fx_w_unstage(struct fstx_domain *d, struct wname *nm, size_t nnm)
 /* 1 if p is .fstx or lies in it. */
 static int in_meta(const char *p)
 {
-	size_t n = strlen(FX_META);
-
-	return !strncmp(p, FX_META, n) && (!p[n] || p[n] == '/');
+	return !strcmp(p, FX_META) || fx_under(p, FX_META);
 }
 
 /* 1 if removal w is an rmdir's (its staged name ends FX_WNEW_KEEP). */
