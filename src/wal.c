@@ -292,7 +292,7 @@
  *      The checkpoint fsyncs both directories (W6, W_OBJ_SRC).  Until the
  *      record is applied, the writer's later ops find the file at its old
  *      name (fx_w_now_at()); its entries name it by the new one.
- *      test_wal names_move.
+ *      test_wal names_move, names_move_logged.
  * W16. Hard links to files and symlinks of the tree are name entries too
  *      (kind 11: the inode, the new name, the first name in the name
  *      field), in step order with the renames and under the same limits

@@ -51,10 +51,11 @@
 #define NSEQ 6
 #define NDATA 4 /* the first NDATA are all of the log's way */
 /*
- * A sequence of data-only transactions on the t_populate() tree, with one
- * of the undo way (a name change: it checkpoints the log and marks the
- * hint not clean, W6, W8) replacing b, which the last one writes again (a
- * handle's kept fd of the old b must not be used).
+ * A sequence of data-only transactions on the t_populate() tree, then one
+ * that renames d/c, which earlier records name (W15's checkpoint first,
+ * moves_first(), runs within the kill and fault sweeps too), and replaces
+ * b by a new file, which the last one writes again (a handle's kept fd of
+ * the old b must not be used).
  */
 static const char *const seq[NSEQ] = {
 	"option wal\nopen 0 a O_WRONLY\npwrite 0 \"ONE\" 0\nsetxattr a user.n \"1\"\n"
@@ -65,8 +66,8 @@ static const char *const seq[NSEQ] = {
 	"open 1 a O_WRONLY\npwrite 1 \"3\" 5\n",
 	"option wal\nopen 0 b O_WRONLY\npwrite 0 \"four\" 0\nclose 0\n"
 	"open 0 d/c O_RDWR\npwrite 0 \"4\" 0\nsetxattr a user.n \"4\"\n", /* slot 0 reused */
-	"option wal\nopen 0 b.new O_WRONLY|O_CREAT|O_EXCL 0644\npwrite 0 \"five\" 0\n"
-	"close 0\nrename b.new b\n",
+	"option wal\nrename d/c d/c2\nopen 0 b.new O_WRONLY|O_CREAT|O_EXCL 0644\n"
+	"pwrite 0 \"five\" 0\nclose 0\nrename b.new b\n",
 	"option wal\nopen 0 b O_WRONLY\npwrite 0 \"SIX\" 1\nsetxattr a user.n \"6\"\n",
 };
 static char *seqtx[NSEQ]; /* with @BIG expanded */
@@ -1015,11 +1016,11 @@ static void replay_twice(const char *d, const char *want)
 	assert_int_equal(wnew_count(d), 0);
 }
 
-/* .fstx/wnew/SALT-400-STEP plus tail, of d's first record (at 0x400). */
-static char *staged_at(const char *d, int step, const char *tail)
+/* The salt in the header of d's log: a checkpoint draws a new one (W6). */
+static unsigned long long wal_salt(const char *d)
 {
 	unsigned long long salt;
-	char *p, *s;
+	char *p;
 	FILE *f;
 
 	assert_true(asprintf(&p, "%s/.fstx/wal", d) > 0);
@@ -1028,7 +1029,15 @@ static char *staged_at(const char *d, int step, const char *tail)
 	assert_int_equal(fread(&salt, 8, 1, f), 1);
 	fclose(f);
 	free(p);
-	assert_true(asprintf(&s, "%s/.fstx/wnew/%016llx-400-%d%s", d, salt, step,
+	return salt;
+}
+
+/* .fstx/wnew/SALT-400-STEP plus tail, of d's first record (at 0x400). */
+static char *staged_at(const char *d, int step, const char *tail)
+{
+	char *s;
+
+	assert_true(asprintf(&s, "%s/.fstx/wnew/%016llx-400-%d%s", d, wal_salt(d), step,
 			     tail) > 0);
 	return s;
 }
@@ -1659,6 +1668,29 @@ static void names_move(void **state)
 	/* a rename half persisted: the old name holds the object too */
 	d = log_one_barrier(mvx);
 	link_rel(d, "a2", "a");
+	replay_twice(d, want);
+	free(want);
+	t_drop(d);
+}
+
+/*
+ * W15: a rename of a file an earlier record names (applied, not yet
+ * checkpointed) checkpoints the log first, so that replay after another
+ * boot never looks for the file at the name it left: the log then holds
+ * the rename's record alone, and replay leaves the same tree twice.
+ */
+static void names_move_logged(void **state)
+{
+	char *d = log_one_barrier("open 0 a O_WRONLY\npwrite 0 \"first\" 0\n"), *want;
+	unsigned long long salt = wal_salt(d);
+
+	(void)state;
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(tx_text(d, "rename a a2\nopen 0 a2 O_WRONLY\npwrite 0 \"2\" 1\n", NULL), 0);
+	fo_remove();
+	assert_true(fo.barriers > 1); /* the checkpoint's too, W6 */
+	assert_true(wal_salt(d) != salt); /* the log holds the rename's record alone */
+	want = t_snapshot(d);
 	replay_twice(d, want);
 	free(want);
 	t_drop(d);
@@ -2682,6 +2714,7 @@ int main(void)
 		cmocka_unit_test(append_fixed),
 		cmocka_unit_test(removexattr_log),
 		cmocka_unit_test(names_move),
+		cmocka_unit_test(names_move_logged),
 		cmocka_unit_test(names_link),
 		cmocka_unit_test(remount_replays_all),
 		cmocka_unit_test(mount_id_missing),
