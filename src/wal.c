@@ -858,6 +858,23 @@ static void close_targets(struct fstx_domain *d, struct tfds *F,
 	}
 }
 
+/* The inodes a transaction renames (moves_first()). */
+struct wids {
+	uint64_t id[8];
+	size_t n;
+};
+
+static int names_id(void *arg, uint64_t off, const struct went *e)
+{
+	const struct wids *w = arg;
+
+	(void)off;
+	for (size_t j = 0; j < w->n; j++)
+		if (e->ino == w->id[j])
+			return 1;
+	return 0;
+}
+
 /*
  * W15: a transaction that renames an object of the tree which a record of
  * the log names (any record, applied or not) checkpoints first, so that
@@ -866,42 +883,24 @@ static void close_targets(struct fstx_domain *d, struct tfds *F,
  */
 static int moves_first(struct fstx_domain *d, const struct plan *P)
 {
-	uint64_t ids[8];
-	size_t n = 0;
-	struct wrec h;
-	int r = 0, hit = 0;
+	struct wids w = { .n = 0 };
+	int r = 0;
 
-	for (size_t k = 0; k < P->nsteps; k++) {
+	for (size_t k = 0; k < P->nsteps && r == 0; k++) {
 		const struct fx_step *s = &P->steps[k];
 
 		if (s->kind != FX_ST_MOVE || s->newid || !s->ino || fx_under(s->dst, FX_TRASH))
 			continue;
-		if (n == sizeof(ids) / sizeof(ids[0]))
-			hit = 1; /* many: checkpoint without looking */
+		if (w.n == sizeof(w.id) / sizeof(w.id[0]))
+			r = 1; /* many: checkpoint without looking */
 		else
-			ids[n++] = s->ino;
+			w.id[w.n++] = s->ino;
 	}
-	if (!n || d->wal_end <= W_START)
+	if (!w.n || d->wal_end <= W_START)
 		return 0;
-	for (uint64_t off = W_START; off < d->wal_end && !hit && r == 0;
-	     off = rec_next(off, &h)) {
-		uint64_t p = off + sizeof(h), end;
-
-		if ((r = fx_w_rec_head(d, off, &h)) < 0)
-			break;
-		end = p + h.len;
-		for (uint32_t k = 0; k < h.nent && !hit; k++) {
-			struct went e;
-
-			if (end - p < sizeof(e) || fx_w_read_all(d->wal, &e, sizeof(e), p) < 0)
-				return -EUCLEAN;
-			for (size_t j = 0; j < n; j++)
-				hit |= e.ino == ids[j];
-			if ((p = fx_w_ent_next(p, end, &e)) > end)
-				return -EUCLEAN;
-		}
-	}
-	if (r == 0 && hit)
+	if (r == 0)
+		r = fx_w_each_entry(d, W_START, d->wal_end, 0, names_id, &w);
+	if (r > 0)
 		r = checkpoint(d, 0);
 	return r < 0 ? r : 0;
 }

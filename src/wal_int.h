@@ -195,6 +195,11 @@ int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 /* The inode a record's entry of inode ino finds now (d->wal_remap). */
 uint64_t fx_w_ino(const struct fstx_domain *d, uint64_t ino);
 void fx_w_remap_clear(struct fstx_domain *d);
+/* fn(arg, record offset, entry header) for each entry of the valid records
+ * in [from, to) (with states, not of cancelled ones) until non-zero:
+ * that value, else 0; -EUCLEAN for what does not parse. */
+int fx_w_each_entry(struct fstx_domain *d, uint64_t from, uint64_t to, int states,
+		    int (*fn)(void *arg, uint64_t off, const struct went *e), void *arg);
 /* W5: the inodes that records in [from, to) remove (d->wal_gone); with
  * states, not those of cancelled records (W3: never applied this boot). */
 int fx_w_gone_scan(struct fstx_domain *d, uint64_t from, uint64_t to, int states);

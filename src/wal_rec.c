@@ -260,14 +260,18 @@ int fx_w_gone_later(const struct fstx_domain *d, uint64_t ino, uint64_t off)
 	return 0;
 }
 
-/* The entry headers of the valid records from `from` on (up to `to`):
- * their removals, into d->wal_gone. */
-int fx_w_gone_scan(struct fstx_domain *d, uint64_t from, uint64_t to, int states)
+/*
+ * The entry headers of the valid records in [from, to), with states not
+ * those of cancelled records, each given to fn(arg, record's offset,
+ * entry) until one returns non-zero.  That value, else 0; -EUCLEAN where
+ * a record or entry does not parse.
+ */
+int fx_w_each_entry(struct fstx_domain *d, uint64_t from, uint64_t to, int states,
+		    int (*fn)(void *arg, uint64_t off, const struct went *e), void *arg)
 {
 	struct wrec h;
 	int r = 0;
 
-	d->wal_ngone = 0;
 	for (uint64_t off = from; off < to && r == 0; off = rec_next(off, &h)) {
 		uint64_t p = off + sizeof(h), end;
 
@@ -285,13 +289,27 @@ int fx_w_gone_scan(struct fstx_domain *d, uint64_t from, uint64_t to, int states
 
 			if (end - p < sizeof(e) || fx_w_read_all(d->wal, &e, sizeof(e), p) < 0)
 				return -EUCLEAN;
-			if (e.kind == W_UNLINK)
-				r = pair_add(&d->wal_gone, &d->wal_ngone, e.ino, off);
+			r = fn(arg, off, &e);
 			if ((p = fx_w_ent_next(p, end, &e)) > end)
 				return -EUCLEAN;
 		}
 	}
 	return r;
+}
+
+static int gone_add(void *arg, uint64_t off, const struct went *e)
+{
+	struct fstx_domain *d = arg;
+
+	return e->kind == W_UNLINK ? pair_add(&d->wal_gone, &d->wal_ngone, e->ino, off) : 0;
+}
+
+/* The entry headers of the valid records from `from` on (up to `to`):
+ * their removals, into d->wal_gone. */
+int fx_w_gone_scan(struct fstx_domain *d, uint64_t from, uint64_t to, int states)
+{
+	d->wal_ngone = 0;
+	return fx_w_each_entry(d, from, to, states, gone_add, d);
 }
 
 static int remap(struct fstx_domain *d, uint64_t from, uint64_t to)
