@@ -253,35 +253,48 @@ int fx_w_removal_declined(struct fstx_domain *d, const struct plan *P,
 }
 
 /*
- * The staged file of the new file op i opens (W2): .fstx/wnew/NAME, made
- * before the record that names it, so the record knows its inode.  A file
- * there already is garbage of a transaction cut short at this offset (no
- * record is there yet).
+ * Make the staged file `name` of the domain (at rel in the staged
+ * directory sfd when sfd >= 0).  One there already is garbage of a
+ * transaction cut short at this offset (no record is there yet, W6):
+ * removed, and made again.  Its fd, and its inode into *ino; or -errno,
+ * nothing left behind.
  */
-int fx_w_stage_file(struct fstx_domain *d, const struct wname *nm, struct wname *w)
+static int stage_open(struct fstx_domain *d, const char *name, int sfd, const char *rel,
+		      int fl, mode_t mode, uint64_t *ino)
 {
-	const int fl = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW;
 	struct stat st;
 	int fd, r;
 
-	if (w->dir >= 0) /* in its staged directory, just made (W2) */
-		fd = fx_os.openat2(nm[w->dir].sfd, w->stage + strlen(nm[w->dir].stage) + 1,
-				   fl, w->mode, FX_RESOLVE);
+	fl |= O_CREAT | O_EXCL | O_NOFOLLOW;
+	if (sfd >= 0)
+		fd = fx_os.openat2(sfd, rel, fl, mode, FX_RESOLVE);
 	else
-		fd = fx_open(d, w->stage, fl, w->mode);
-	if (fd == -EEXIST && (r = fx_remove(d, w->stage, 0, NULL)) < 0)
+		fd = fx_open(d, name, fl, mode);
+	if (fd == -EEXIST && (r = fx_remove(d, name, 0, NULL)) < 0)
 		return r;
 	if (fd == -EEXIST)
-		fd = fx_open(d, w->stage, fl, w->mode);
+		fd = fx_open(d, name, fl, mode);
 	if (fd < 0)
 		return fd;
 	if ((r = fx_os.fstat(fd, &st)) < 0) {
 		fx_os.close(fd);
-		fx_remove(d, w->stage, 0, NULL);
+		fx_remove(d, name, 0, NULL);
 		return r;
 	}
-	w->ino = (uint64_t)st.st_ino;
+	*ino = (uint64_t)st.st_ino;
 	return fd;
+}
+
+/*
+ * The staged file of the new file op i opens (W2): .fstx/wnew/NAME, made
+ * before the record that names it, so the record knows its inode.
+ */
+int fx_w_stage_file(struct fstx_domain *d, const struct wname *nm, struct wname *w)
+{
+	int sfd = w->dir >= 0 ? nm[w->dir].sfd : -1; /* its staged directory's */
+	const char *rel = w->dir >= 0 ? w->stage + strlen(nm[w->dir].stage) + 1 : NULL;
+
+	return stage_open(d, w->stage, sfd, rel, O_WRONLY, w->mode, &w->ino);
 }
 
 /*
@@ -420,23 +433,12 @@ struct wname *fx_w_name_of_op(struct wname *nm, size_t nnm, size_t op)
 /* The staged file of op i (W13): cl->name made, cl->fd open. */
 static int stage_write(struct fstx_domain *d, size_t i, struct wclone *cl)
 {
-	const int fl = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW;
-	struct stat st;
-	int r;
-
 	snprintf(cl->name, sizeof(cl->name), W_WNEW "%016llx-%llx-c%zu",
 		 (unsigned long long)d->wal_salt, (unsigned long long)d->wal_end, i);
-	cl->fd = fx_open(d, cl->name, fl, 0600);
-	if (cl->fd == -EEXIST && (r = fx_remove(d, cl->name, 0, NULL)) < 0)
-		return r; /* one left by power loss: garbage (W6) */
-	if (cl->fd == -EEXIST)
-		cl->fd = fx_open(d, cl->name, fl, 0600);
+	cl->fd = stage_open(d, cl->name, -1, NULL, O_RDWR, 0600, &cl->spec[1]);
 	if (cl->fd < 0)
 		return cl->fd;
 	cl->own = 1;
-	if ((r = fx_os.fstat(cl->fd, &st)) < 0)
-		return r;
-	cl->spec[1] = (uint64_t)st.st_ino;
 	return 0;
 }
 
