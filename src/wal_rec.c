@@ -397,13 +397,6 @@ static int restage(struct fstx_domain *d, const char *stage, uint64_t ino,
 }
 
 /*
- * Make the new name of a name entry hold its object, whatever part of the
- * record is already done or durable (W5).  A directory is known by its
- * name and kind: the log makes directories only at names that no object
- * held, and no record moves or removes a name.  A new file is known by
- * its inode: the staged file's, or the one its staged name links to.
- */
-/*
  * W15: object ino moves from src to path.  Done when path holds it (a
  * second name left at src by a rename half persisted, btrfs, goes); else
  * moved when src holds it; else done when a later record removes it (it
@@ -428,6 +421,34 @@ static int move_apply(struct fstx_domain *d, const char *path, const char *src,
 	return fx_w_gone_later(d, ino, off) ? 0 : -ESTALE;
 }
 
+/*
+ * W16: a second name, path, for object ino, first named src.  Done when
+ * path holds it; else linked when src holds it; anything else is -ESTALE
+ * (a later record cannot remove an object with two names, W1).  rd:
+ * lstat(path)'s result, in *st.
+ */
+static int link_apply(struct fstx_domain *d, const char *path, const char *src,
+		      uint64_t ino, int rd, const struct stat *st)
+{
+	struct stat sst;
+	int rs;
+
+	if (rd < 0 && rd != -ENOENT)
+		return rd;
+	if (rd == 0)
+		return (uint64_t)st->st_ino == fx_w_ino(d, ino) ? 0 : -ESTALE;
+	if ((rs = fx_lstat(d, src, &sst)) < 0)
+		return rs == -ENOENT ? -ESTALE : rs;
+	return (uint64_t)sst.st_ino == fx_w_ino(d, ino) ? link_at(d, src, path) : -ESTALE;
+}
+
+/*
+ * Make the new name of a name entry hold its object, whatever part of the
+ * record is already done or durable (W5).  A directory is known by its
+ * name and kind: the log makes directories only at names that no object
+ * held, and no record moves or removes a name.  A new file is known by
+ * its inode: the staged file's, or the one its staged name links to.
+ */
 int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 		    const char *stage, uint64_t ino, uint32_t mode,
 		    const char *target, uint64_t off)
@@ -437,15 +458,8 @@ int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 
 	if (kind == W_MOVE)
 		return move_apply(d, path, stage, ino, off, r < 0 ? r : 0, &st);
-	if (kind == W_LINK) { /* W16: done, or linked from its first name */
-		if (r < 0 && r != -ENOENT)
-			return r;
-		if (r == 0)
-			return (uint64_t)st.st_ino == fx_w_ino(d, ino) ? 0 : -ESTALE;
-		if ((rs = fx_lstat(d, stage, &sst)) < 0)
-			return rs == -ENOENT ? -ESTALE : rs;
-		return (uint64_t)sst.st_ino == fx_w_ino(d, ino) ? link_at(d, stage, path) : -ESTALE;
-	}
+	if (kind == W_LINK)
+		return link_apply(d, path, stage, ino, r < 0 ? r : 0, &st);
 
 	if (kind == W_UNLINK) {
 		/* done, or the name went on to another object (a later
