@@ -2,7 +2,7 @@
 /*
  * wal.c - the write-ahead (redo) log, DIR/.fstx/wal: the default way of
  * every transaction it can take (data, xattrs, new files, symlinks and
- * directories, removals, a new object renamed over an old one).
+ * directories, removals, renames and links of files and symlinks).
  *
  * The rules below hold for every file of the log; wal.h is its only
  * interface, wal_int.h what its files share.  This file: commit (W1, W3,
@@ -26,8 +26,8 @@
  *      steps only new files (open O_CREAT of an absent name) and new
  *      symlinks (either may then be renamed, also over an old one), new
  *      directories (mkdir), and removals (unlink, or the old file a rename
- *      replaces) of objects of the tree that are not directories and have
- *      no other name (st_nlink 1) and that it does not write, and of
+ *      replaces) of objects of the tree that are not directories and
+ *      that it does not write (one with other names too: W17), and of
  *      directories the plan finds empty (rmdir; the one that removes a
  *      directory is named .fstx/wnew/SALT-OFFSET-STEP-x, which a checkpoint
  *      removes alone: a file another process put in it stays, domain.c
@@ -299,9 +299,19 @@
  *      (fx_w_move_declined(); moves_first() checkpoints first when a
  *      record names the inode).  The writer and replay alike: the new
  *      name holding the inode is done, else the first name holding it is
- *      linked there, else -ESTALE (a later record cannot remove such an
- *      object: it has two names, W1).  The checkpoint fsyncs the new
+ *      linked there, else -ESTALE (no later record removes a name of the
+ *      object: W17 checkpoints first).  The checkpoint fsyncs the new
  *      name's directory.  test_wal names_link.
+ * W17. Removals of a name of a file or symlink that has other names are
+ *      removals like any other (W1, W2: the name goes to .fstx/wnew/ after
+ *      the barrier, replay moves it there when it still holds the inode),
+ *      but the object lives on, so "a later record removes it", which lets
+ *      replay skip an earlier record's entries on an inode (W5,
+ *      fx_w_gone_later()) or finish a rename (W15), no longer means it is
+ *      gone: a transaction that removes such a name checkpoints first when
+ *      a record of the log names the object (moves_first()), as a rename
+ *      does, so no record before its own names it.  test_wal
+ *      names_unlink_linked.
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to
@@ -858,7 +868,19 @@ static void close_targets(struct fstx_domain *d, struct tfds *F,
 	}
 }
 
-/* The inodes a transaction renames (moves_first()). */
+/* Has the object a removal step s takes a name of other names (W17)?
+ * One not found as planned counts as one that has. */
+static int other_names(struct fstx_domain *d, const struct fx_step *s)
+{
+	struct stat st;
+
+	if (d->wal_end <= W_START) /* an empty log names nothing */
+		return 0;
+	return fx_lstat(d, s->src, &st) < 0 || (uint64_t)st.st_ino != s->ino ||
+	       (!S_ISDIR(st.st_mode) && st.st_nlink > 1);
+}
+
+/* The inodes a transaction renames, or removes a name of (moves_first()). */
 struct wids {
 	uint64_t id[8];
 	size_t n;
@@ -876,9 +898,10 @@ static int names_id(void *arg, uint64_t off, const struct went *e)
 }
 
 /*
- * W15: a transaction that renames an object of the tree which a record of
- * the log names (any record, applied or not) checkpoints first, so that
- * no record before its own knows the object by the name it leaves: replay
+ * W15, W17: a transaction that renames an object of the tree, or removes a
+ * name of one that has other names, which a record of the log names (any
+ * record, applied or not) checkpoints first, so that no record before its
+ * own knows the object by the name it leaves or takes it for gone: replay
  * then finds every object where its record says.  0 or -errno.
  */
 static int moves_first(struct fstx_domain *d, const struct plan *P)
@@ -889,8 +912,10 @@ static int moves_first(struct fstx_domain *d, const struct plan *P)
 	for (size_t k = 0; k < P->nsteps && r == 0; k++) {
 		const struct fx_step *s = &P->steps[k];
 
-		if (s->kind != FX_ST_MOVE || s->newid || !s->ino || fx_under(s->dst, FX_TRASH))
+		if (s->kind != FX_ST_MOVE || s->newid || !s->ino)
 			continue;
+		if (fx_under(s->dst, FX_TRASH) && !other_names(d, s))
+			continue; /* a removal: of its object's last name */
 		if (w.n == sizeof(w.id) / sizeof(w.id[0]))
 			r = 1; /* many: checkpoint without looking */
 		else

@@ -124,6 +124,8 @@ static int name_first(struct fstx_domain *d, struct ndirs *D, const struct wname
 		r = fx_os.mkdirat(dfd, dn, w->mode);
 	else if (w->kind == W_MOVE) /* from its old name (W15) */
 		r = fx_move(d, w->stage, w->path, NULL);
+	else if (w->kind == W_UNLINK && w->keeps) /* its other names keep it (W17) */
+		r = fx_os.unlinkat(dfd, dn, 0);
 	else if (D->wnew < 0 && (D->wnew = fx_os.openat2(d->meta, "wnew", O_PATH | O_DIRECTORY,
 							   0, FX_RESOLVE)) < 0)
 		r = D->wnew;

@@ -128,6 +128,8 @@ struct wname {
 	long dir;               /* W_NEWF, W_SYMLINK: made in the staged
 				 * directory of entry dir, else -1 */
 	size_t step;            /* the plan's step that makes it */
+	int keeps;              /* W_UNLINK: the object keeps a name (W17):
+				 * unlinked, not kept in .fstx/wnew/ */
 	int made;               /* W_MKDIR: its staged directory is made, */
 	int sfd;                /* ... and open here (O_PATH), else -1 */
 	uint64_t ino;           /* W_NEWF, W_SYMLINK: its inode; W_UNLINK: the
@@ -247,9 +249,10 @@ int fx_w_stage_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm);
 /* A new file's staged file, open for writing (its inode in w->ino). */
 int fx_w_stage_file(struct fstx_domain *d, const struct wname *nm, struct wname *w);
 int fx_w_stage_links(struct fstx_domain *d, struct wname *nm, size_t nnm);
-/* 1: a removal the log does not take (the undo way instead). */
+/* 1: a removal the log does not take (the undo way instead); else 0,
+ * and each removal's keeps set (W17). */
 int fx_w_removal_declined(struct fstx_domain *d, const struct plan *P,
-			  const uint64_t *ino, const struct wname *nm, size_t nnm);
+			  const uint64_t *ino, struct wname *nm, size_t nnm);
 /* W15: 1 a rename of an existing object the log does not take, else 0. */
 int fx_w_move_declined(struct fstx_domain *d, const struct wname *nm, size_t nnm);
 /* W15, W16: where the object an op finds at path (its first step: step)

@@ -424,7 +424,7 @@ static int move_apply(struct fstx_domain *d, const char *path, const char *src,
 /*
  * W16: a second name, path, for object ino, first named src.  Done when
  * path holds it; else linked when src holds it; anything else is -ESTALE
- * (a later record cannot remove an object with two names, W1).  rd:
+ * (no later record removes a name of it, W17).  rd:
  * lstat(path)'s result, in *st.
  */
 static int link_apply(struct fstx_domain *d, const char *path, const char *src,
@@ -469,6 +469,8 @@ int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 			return r == -ENOENT ? 0 : r;
 		if ((uint64_t)st.st_ino != fx_w_ino(d, ino))
 			return 0;
+		if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) /* another name keeps it (W17) */
+			return fx_remove(d, path, 0, NULL);
 		r = fx_move(d, path, stage, NULL);
 		return r == -EEXIST ? fx_remove(d, path, S_ISDIR(st.st_mode), NULL) : r;
 	}

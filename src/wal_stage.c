@@ -227,27 +227,32 @@ int fx_w_stage_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm)
 }
 
 /*
- * Removals the log does not take (W1): of an inode with another name (a
- * replay skips the entries of an inode a later record removes, W5: that
- * is only right when the name was its last), or one the transaction also
- * writes.  A directory only by rmdir (the plan found it empty, or emptied
- * by the transaction's earlier removals).  1: take the undo way.
+ * Removals the log does not take (W1): of an object the transaction also
+ * writes; a directory other than by rmdir (the plan found it empty, or
+ * emptied by the transaction's earlier removals).  1: take the undo way.
+ * A file or symlink that keeps a name the transaction does not remove
+ * is unlinked after the barrier, not kept in .fstx/wnew/ (its link count
+ * is then the undo way's; moves_first() made sure no earlier record
+ * names it, W17).
  */
 int fx_w_removal_declined(struct fstx_domain *d, const struct plan *P,
-			   const uint64_t *ino, const struct wname *nm, size_t nnm)
+			   const uint64_t *ino, struct wname *nm, size_t nnm)
 {
 	for (size_t k = 0; k < nnm; k++) {
 		struct stat st;
+		nlink_t gone = 0;
 
 		if (nm[k].kind != W_UNLINK)
 			continue;
 		if (fx_lstat(d, nm[k].path, &st) < 0 || (uint64_t)st.st_ino != nm[k].ino ||
-		    (P->ops[nm[k].op].op == BTRFS_IOC_UT_OP_RMDIR ? !S_ISDIR(st.st_mode) :
-		     S_ISDIR(st.st_mode) || st.st_nlink != 1))
+		    (P->ops[nm[k].op].op == BTRFS_IOC_UT_OP_RMDIR) != !!S_ISDIR(st.st_mode))
 			return 1;
 		for (size_t i = 0; i < P->nops; i++)
 			if (ino[i] == nm[k].ino)
 				return 1;
+		for (size_t j = 0; j < nnm; j++) /* W17: names it removes */
+			gone += nm[j].kind == W_UNLINK && nm[j].ino == nm[k].ino;
+		nm[k].keeps = !S_ISDIR(st.st_mode) && st.st_nlink > gone;
 	}
 	return 0;
 }

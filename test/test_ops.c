@@ -562,7 +562,7 @@ static void crash_only_then_durable(void **state)
 static void barriers(void **state)
 {
 	static const char *const text[] = {
-		"unlink hard\n", /* a name of an inode with two: the undo way */
+		"rename a b exchange\n", /* an exchange: the undo way */
 		"open 0 a O_RDWR\npwrite 0 \"x\" 0\nsetxattr a user.k \"v9\"\n"
 		"rename d/e d/e2\n", /* a directory's rename: the undo way */
 		NULL, /* 1000 files in a new directory: 3001 ops */
@@ -594,9 +594,8 @@ static void barriers(void **state)
 			if (nosync) {
 				assert_int_equal(fo.barriers, 0);
 			} else if (t < 2) {
-				/* barrier 2 fsyncs what changed: unlink hard:
-				 * its directory and .fstx/trash; the second:
-				 * the file a and the directory d; after
+				/* barrier 2 fsyncs what changed (the second:
+				 * the file a and the directory d); after
 				 * COMMIT, .fstx/ once, the marks' removal
 				 * (journal.c rule 1) */
 				assert_int_equal(fo.fdatasyncs, 2);

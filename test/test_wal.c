@@ -51,22 +51,23 @@
 #define NSEQ 6
 #define NDATA 4 /* the first NDATA are all of the log's way */
 /*
- * A sequence of data-only transactions on the t_populate() tree, then one
- * that renames d/c, which earlier records name (W15's checkpoint first,
+ * A sequence of data-only transactions on the t_populate() tree (the
+ * first links big to big.h too), then one that renames d/c and removes
+ * big.h, which earlier records name (W15's and W17's checkpoint first,
  * moves_first(), runs within the kill and fault sweeps too), and replaces
  * b by a new file, which the last one writes again (a handle's kept fd of
  * the old b must not be used).
  */
 static const char *const seq[NSEQ] = {
 	"option wal\nopen 0 a O_WRONLY\npwrite 0 \"ONE\" 0\nsetxattr a user.n \"1\"\n"
-	"open 1 big O_RDWR\npwrite 1 @BIG 1000\n",
+	"open 1 big O_RDWR\npwrite 1 @BIG 1000\nlink big big.h\n",
 	"option wal\nassert-exists a\ntruncate big 500\nopen 0 d/c O_WRONLY\n"
 	"pwrite 0 \"two\" 2\nclose 0\nsetxattr d/c user.m \"2\"\n",
 	"option wal\nopen 0 big O_WRONLY\npwrite 0 \"three\" 4000\ntruncate a 1\n"
 	"open 1 a O_WRONLY\npwrite 1 \"3\" 5\n",
 	"option wal\nopen 0 b O_WRONLY\npwrite 0 \"four\" 0\nclose 0\n"
 	"open 0 d/c O_RDWR\npwrite 0 \"4\" 0\nsetxattr a user.n \"4\"\n", /* slot 0 reused */
-	"option wal\nrename d/c d/c2\nopen 0 b.new O_WRONLY|O_CREAT|O_EXCL 0644\n"
+	"option wal\nrename d/c d/c2\nunlink big.h\nopen 0 b.new O_WRONLY|O_CREAT|O_EXCL 0644\n"
 	"pwrite 0 \"five\" 0\nclose 0\nrename b.new b\n",
 	"option wal\nopen 0 b O_WRONLY\npwrite 0 \"SIX\" 1\nsetxattr a user.n \"6\"\n",
 };
@@ -1726,6 +1727,65 @@ static void names_link(void **state)
 	t_drop(d);
 }
 
+/* A fresh domain where a and d/c have second names a.h and d/c.h. */
+static char *linked_fresh(void)
+{
+	char *d = t_fresh();
+
+	link_rel(d, "a", "a.h");
+	link_rel(d, "d/c", "d/c.h");
+	return d;
+}
+
+/*
+ * W17: a name of a file with other names is removed through the log
+ * (one barrier, the undo way's tree, replay twice the same); removing one
+ * while a record names the file checkpoints first, so that no record
+ * before its own takes the file for gone: the log holds the removal's
+ * record alone, and replay after another boot keeps the first record's
+ * data.
+ */
+static void names_unlink_linked(void **state)
+{
+	static const char tx[] = "unlink a.h\nunlink d/c\n";
+	char *d, *want, *got;
+	unsigned long long salt;
+
+	(void)state;
+	d = linked_fresh(); /* the undo way's tree */
+	fx_wal_auto = 0;
+	assert_int_equal(tx_text(d, tx, NULL), 0);
+	fx_wal_auto = 1;
+	want = t_snapshot(d);
+	t_drop(d);
+	d = linked_fresh();
+	assert_true(domain_recover(d) >= 0);
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(tx_text(d, tx, NULL), 0);
+	fo_remove();
+	assert_int_equal(fo.fdatasyncs, 1);
+	assert_int_equal(fo.fsyncs, 0);
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	link_rel(d, "a", "a.h"); /* power loss kept no removal */
+	link_rel(d, "d/c.h", "d/c");
+	replay_twice(d, want);
+	free(want);
+	t_drop(d);
+	d = log_one_barrier("link a a.h\nopen 0 a O_WRONLY\npwrite 0 \"first\" 0\n");
+	salt = wal_salt(d);
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(tx_text(d, "unlink a.h\n", NULL), 0);
+	fo_remove();
+	assert_true(fo.barriers > 1); /* the checkpoint's too, W6 */
+	assert_true(wal_salt(d) != salt); /* the log holds the removal alone */
+	want = t_snapshot(d);
+	replay_twice(d, want);
+	free(want);
+	t_drop(d);
+}
+
 static int other_mount(int fd, uint64_t *id)
 {
 	(void)fd;
@@ -2716,6 +2776,7 @@ int main(void)
 		cmocka_unit_test(names_move),
 		cmocka_unit_test(names_move_logged),
 		cmocka_unit_test(names_link),
+		cmocka_unit_test(names_unlink_linked),
 		cmocka_unit_test(remount_replays_all),
 		cmocka_unit_test(mount_id_missing),
 		cmocka_unit_test(damaged),
