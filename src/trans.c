@@ -496,8 +496,8 @@ static uint32_t made_by(const struct plan *P, int newid)
 
 /*
  * W1: the name steps the log takes: new files, symlinks and directories
- * made in staging and moved to a name no object held (a new file or
- * symlink may move on, by rename, a directory not), and initial objects
+ * made in staging and moved to a name no object held (each may move on,
+ * by rename: a new directory with what it holds, wal.c W18), and initial objects
  * removed (unlink, rmdir, or replaced by a rename): moved to trash.
  * Nothing else: no link, exchange, nor a rename of an object of the tree.
  */
@@ -530,7 +530,7 @@ static int wal_steps_ok(const struct plan *P)
 
 				if (fx_under(s->dst, FX_META) ||
 				    (kind != FX_ST_MKFILE && kind != FX_ST_SYMLINK &&
-				     (kind != FX_ST_MKDIR || !fx_under(s->src, FX_NEW))))
+				     kind != FX_ST_MKDIR))
 					return 0;
 			} else if (!s->ino) {
 				return 0;

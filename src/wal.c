@@ -37,7 +37,7 @@
  *      (flags 0) of small user.* xattrs and removexattr of user.* ones
  *      (replay finds one gone already done: test_wal removexattr_log);
  *      and renames of and hard links to files and symlinks of the tree
- *      (W15, W16).
+ *      (W15, W16), and renames of the new directories it makes (W18).
  *      trans.c wal_steps_ok(), wal_stage.c fx_w_removal_declined(),
  *      fx_w_move_declined().
  *      Each such change is a "set": the bytes, the size or the xattr value
@@ -312,6 +312,14 @@
  *      a record of the log names the object (moves_first()), as a rename
  *      does, so no record before its own names it.  test_wal
  *      names_unlink_linked.
+ *
+ * W18. A new directory may be renamed by the transaction that makes it
+ *      (built under one name, published under another): its record
+ *      knows it only at its last name, and every new object in it, or
+ *      object of the tree moved into it, at the path under that name
+ *      (wal_stage.c rebased()), so replay and the writer make the
+ *      directory once, where the transaction leaves it, as for any new
+ *      directory (W2).  test_wal names_dir_renamed.
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to

@@ -117,6 +117,7 @@ struct wname {
 				 * W_MOVE, W_LINK; the mode asked for */
 	const char *target;     /* W_SYMLINK: its target */
 	const char *path;       /* the new name (the name removed), canonical */
+	char *pown;             /* path, when allocated (W18) */
 	char *stage;            /* W_NEWF, W_SYMLINK: the staged object,
 				 * W_UNLINK: where the removed object waits
 				 * for the checkpoint, W_MOVE: the path it

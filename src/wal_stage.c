@@ -30,14 +30,40 @@ static void stage_name(struct fstx_domain *d, struct wname *w, size_t k)
 		 (unsigned long long)d->wal_salt, (unsigned long long)d->wal_end, k);
 }
 
-/* The name new object newid has when the transaction ends. */
-static const char *final_name(const struct plan *P, int newid)
+/* The last step that moves new object newid (SIZE_MAX: none). */
+static size_t last_move(const struct plan *P, int newid)
 {
-	const char *p = NULL;
+	size_t last = SIZE_MAX;
 
 	for (size_t k = 0; k < P->nsteps; k++)
 		if (P->steps[k].kind == FX_ST_MOVE && P->steps[k].newid == newid)
-			p = P->steps[k].dst;
+			last = k;
+	return last;
+}
+
+/*
+ * Where the object that step k moves to dst is when the transaction
+ * ends: under the name of a new directory it lies in that a later step
+ * renames (W18).  A path for w->path, allocated into w->pown when it
+ * changed; NULL when memory runs out.
+ */
+static const char *rebased(const struct plan *P, size_t k, const char *dst, struct wname *w)
+{
+	const char *p = dst;
+
+	for (size_t j = k + 1; p && j < P->nsteps; j++) {
+		const struct fx_step *s = &P->steps[j];
+		size_t n = strlen(s->src ? s->src : "");
+		char *q;
+
+		if (s->kind != FX_ST_MOVE || s->newid <= 0 || !n || fx_under(s->src, FX_NEW) ||
+		    strncmp(p, s->src, n) || p[n] != '/')
+			continue;
+		if (asprintf(&q, "%s%s", s->dst, p + n) < 0)
+			q = NULL;
+		free(w->pown);
+		p = w->pown = q;
+	}
 	return p;
 }
 
@@ -51,11 +77,14 @@ static size_t names_made(struct fstx_domain *d, const struct plan *P,
 
 		if (s->kind != kind)
 			continue;
+		size_t last = last_move(P, s->newid);
+
 		nm[n] = (struct wname){ .kind = kind == FX_ST_MKDIR ? W_MKDIR :
 						kind == FX_ST_SYMLINK ? W_SYMLINK : W_NEWF,
 					.mode = s->mode, .op = s->op, .dir = -1,
-					.target = s->aux,
-					.path = final_name(P, s->newid) };
+					.target = s->aux };
+		if (last != SIZE_MAX) /* NULL (no name) declines, wal.c */
+			nm[n].path = rebased(P, last, P->steps[last].dst, &nm[n]);
 		nm[n].stage = nm[n].sbuf; /* "" for a directory made in place */
 		nm[n].sfd = -1;
 		if (kind != FX_ST_MKDIR)
@@ -87,10 +116,11 @@ static size_t names_moved(const struct plan *P, struct wname *nm, size_t n)
 			from = P->steps[k - 1].src;
 			kind = W_LINK;
 		}
-		nm[n] = (struct wname){ .kind = kind, .path = s->dst, .ino = s->ino,
+		nm[n] = (struct wname){ .kind = kind, .ino = s->ino,
 					.op = s->op, .step = k, .dir = -1, .sfd = -1,
 					.stage = fx_strdup(from) };
-		if (!nm[n].stage)
+		nm[n].path = rebased(P, k, s->dst, &nm[n]);
+		if (!nm[n].stage || !nm[n].path)
 			return SIZE_MAX;
 		n++;
 	}
@@ -191,6 +221,7 @@ void fx_w_free_stages(struct wname *nm, size_t cap)
 	for (size_t k = 0; nm && k < cap; k++) {
 		if (nm[k].stage && nm[k].stage != nm[k].sbuf)
 			free(nm[k].stage);
+		free(nm[k].pown);
 		if (nm[k].kind == W_MKDIR && nm[k].sfd >= 0)
 			fx_os.close(nm[k].sfd);
 	}

@@ -102,6 +102,10 @@ static const char *const corpus[] = {
 	"symlink d/e ln replace\nrmdir empty\nmkdir nd 0750\n"
 	"open 0 nd/x O_WRONLY|O_CREAT\npwrite 0 \"x\" 0\nclose 0\n"
 	"open 1 nd/y O_WRONLY|O_CREAT\nclose 1\nsymlink x nd/l\n",
+	/* 17: a directory built under a temporary name and published, a
+	 * name of a hard-linked file removed (the log's W18, W17) */
+	"mkdir tmp 0755\nopen 0 tmp/x O_WRONLY|O_CREAT\npwrite 0 \"x\" 0\nclose 0\n"
+	"mkdir tmp/s\nrename tmp pub\nunlink hard\n",
 };
 
 #define NFIXED (sizeof(corpus) / sizeof(corpus[0]))

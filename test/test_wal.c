@@ -56,7 +56,8 @@
  * big.h, which earlier records name (W15's and W17's checkpoint first,
  * moves_first(), runs within the kill and fault sweeps too), and replaces
  * b by a new file, which the last one writes again (a handle's kept fd of
- * the old b must not be used).
+ * the old b must not be used) while it publishes a new directory built
+ * under another name (W18).
  */
 static const char *const seq[NSEQ] = {
 	"option wal\nopen 0 a O_WRONLY\npwrite 0 \"ONE\" 0\nsetxattr a user.n \"1\"\n"
@@ -69,7 +70,8 @@ static const char *const seq[NSEQ] = {
 	"open 0 d/c O_RDWR\npwrite 0 \"4\" 0\nsetxattr a user.n \"4\"\n", /* slot 0 reused */
 	"option wal\nrename d/c d/c2\nunlink big.h\nopen 0 b.new O_WRONLY|O_CREAT|O_EXCL 0644\n"
 	"pwrite 0 \"five\" 0\nclose 0\nrename b.new b\n",
-	"option wal\nopen 0 b O_WRONLY\npwrite 0 \"SIX\" 1\nsetxattr a user.n \"6\"\n",
+	"option wal\nopen 0 b O_WRONLY\npwrite 0 \"SIX\" 1\nsetxattr a user.n \"6\"\n"
+	"mkdir tmp\nopen 1 tmp/x O_WRONLY|O_CREAT\npwrite 1 \"x\" 0\nrename tmp pub\n",
 };
 static char *seqtx[NSEQ]; /* with @BIG expanded */
 static char *seqcx[NSEQ]; /* the same, crash-only */
@@ -1727,6 +1729,28 @@ static void names_link(void **state)
 	t_drop(d);
 }
 
+/*
+ * W18: a new directory renamed by the transaction that makes it (built
+ * under one name, published under another, also inside another new
+ * directory renamed after it, with a file of the tree moved in and a
+ * file made after the rename): one barrier, the undo way's tree, replay
+ * twice the same.
+ */
+static void names_dir_renamed(void **state)
+{
+	static const char *const tx[] = {
+		"mkdir tmp\nopen 0 tmp/f O_WRONLY|O_CREAT\npwrite 0 \"f\" 0\n"
+		"mkdir tmp/sub\nsymlink ../f tmp/sub/l\nsetxattr tmp/f user.k \"v\"\n"
+		"rename tmp pub\nopen 1 pub/g O_WRONLY|O_CREAT\npwrite 1 \"g\" 0\n",
+		"mkdir n1\nmkdir n1/n2\nopen 0 n1/n2/f O_WRONLY|O_CREAT\npwrite 0 \"x\" 0\n"
+		"rename a n1/n2/a\nrename n1/n2 n1/m2\nrename n1 d/m1\n",
+	};
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(tx) / sizeof(tx[0]); k++)
+		free(logged_as_undo(tx[k]));
+}
+
 /* A fresh domain where a and d/c have second names a.h and d/c.h. */
 static char *linked_fresh(void)
 {
@@ -2777,6 +2801,7 @@ int main(void)
 		cmocka_unit_test(names_move_logged),
 		cmocka_unit_test(names_link),
 		cmocka_unit_test(names_unlink_linked),
+		cmocka_unit_test(names_dir_renamed),
 		cmocka_unit_test(remount_replays_all),
 		cmocka_unit_test(mount_id_missing),
 		cmocka_unit_test(damaged),
