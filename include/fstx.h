@@ -133,9 +133,9 @@ extern "C" {
  * Write-ahead durability: the default; the flag is accepted and changes
  * nothing.  A transaction whose only name changes are new files (open with
  * O_CREAT of an absent name) and new symlinks, then perhaps renamed, also
- * over an old file, new directories (mkdir), renames of and hard links to
- * files and symlinks (each once), unlinks of files with one name and rmdir of empty
- * directories, whose other changes are pwrites
+ * over an old file, new directories (mkdir; then perhaps renamed), renames
+ * of and hard links to files and symlinks (each once), unlinks of files
+ * and rmdir of empty directories, whose other changes are pwrites
  * into existing or new files (O_APPEND too, outside lazy transactions),
  * truncates (also by O_TRUNC), setxattr of user.* xattrs of at most
  * 1 KiB with flags 0 and removexattr of user.* xattrs (compare ops allowed), with at most 1 MiB of data
