@@ -137,7 +137,8 @@ extern "C" {
  * of and hard links to files and symlinks (each once), unlinks of files
  * and rmdir of empty directories, whose other changes are pwrites
  * into existing or new files (O_APPEND too, outside lazy transactions),
- * truncates (also by O_TRUNC), setxattr of user.* xattrs of at most
+ * truncates (also by O_TRUNC), clone ranges from files it reads only,
+ * setxattr of user.* xattrs of at most
  * 1 KiB with flags 0 and removexattr of user.* xattrs (compare ops allowed), with at most 1 MiB of data
  * (large overwrites on reflink filesystems staged instead) and every op predicted to
  * succeed, is committed by one record in DIR/.fstx/wal and one fdatasync

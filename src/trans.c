@@ -551,16 +551,35 @@ static int wal_steps_ok(const struct plan *P)
 	return 1;
 }
 
+/* Does an op of P change the data or size of object obj (W19: the source
+ * of a clone range must not change within the transaction)? */
+static int data_changed(const struct plan *P, int64_t obj)
+{
+	for (size_t i = 0; i < P->nops; i++) {
+		const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+
+		if (P->pops[i].obj != obj)
+			continue;
+		if (op->op == BTRFS_IOC_UT_OP_PWRITE || op->op == BTRFS_IOC_UT_OP_TRUNCATE ||
+		    op->op == BTRFS_IOC_UT_OP_CLONERANGE ||
+		    (op->op == BTRFS_IOC_UT_OP_OPEN &&
+		     ((op->args[1] & O_ACCMODE) != O_RDONLY || (op->args[1] & O_TRUNC))))
+			return 1;
+	}
+	return 0;
+}
+
 static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertrans *ut,
 			const struct plan *P, int64_t *res)
 {
 	const struct btrfs_ioctl_usertrans_op *ops = P->ops;
 	uint8_t *wr = fx_calloc(ut->num_fds ? ut->num_fds : 1, 1);
+	size_t *sop = fx_calloc(ut->num_fds ? ut->num_fds : 1, sizeof(*sop));
 	uint64_t bytes = 0;
 	int ok = 0;
 	size_t i;
 
-	if (!wr || !wal_steps_ok(P))
+	if (!wr || !sop || !wal_steps_ok(P))
 		goto out;
 	for (i = 0; i < P->nops; i++) {
 		const struct btrfs_ioctl_usertrans_op *op = &ops[i];
@@ -579,6 +598,7 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 				goto out;
 			/* 1 writable, 2 writable and new (never staged, W13) */
 			wr[a[3]] = (a[1] & O_ACCMODE) == O_RDONLY ? 0 : P->pops[i].create ? 2 : 1;
+			sop[a[3]] = i;
 			res[i] = a[3];
 			break;
 		case BTRFS_IOC_UT_OP_PWRITE:
@@ -602,6 +622,12 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 			if (fx_fs_probe(d) < 0 || !d->fs.xattr_user)
 				goto out;
 			break;
+		case BTRFS_IOC_UT_OP_CLONERANGE: /* staged from its source (wal.c W19) */
+			if (!wr[a[0]] || wr[a[1]] || !a[3] || (uint64_t)a[4] + (uint64_t)a[3] > FX_WAL_MAX_OFF ||
+			    (ut->flags & (FSTX_UT_NOSYNC | FSTX_UT_LAZY)) ||
+			    !P->pops[sop[a[1]]].check_ino || data_changed(P, P->pops[sop[a[1]]].obj))
+				goto out;
+			break;
 		case BTRFS_IOC_UT_OP_CLOSE:
 			wr[a[0]] = 0;
 			break;
@@ -623,6 +649,7 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 	ok = bytes <= fx_wal_large;
 out:
 	free(wr);
+	free(sop);
 	return ok;
 }
 

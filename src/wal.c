@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * wal.c - the write-ahead (redo) log, DIR/.fstx/wal: the default way of
- * every transaction it can take (data, xattrs, new files, symlinks and
- * directories, removals, renames and links of files and symlinks).
+ * every transaction it can take (data, clone ranges, xattrs, new files,
+ * symlinks and directories, removals, renames and links of files and
+ * symlinks).
  *
  * The rules below hold for every file of the log; wal.h is its only
  * interface, wal_int.h what its files share.  This file: commit (W1, W3,
@@ -37,7 +38,8 @@
  *      (flags 0) of small user.* xattrs and removexattr of user.* ones
  *      (replay finds one gone already done: test_wal removexattr_log);
  *      and renames of and hard links to files and symlinks of the tree
- *      (W15, W16), and renames of the new directories it makes (W18).
+ *      (W15, W16), renames of the new directories it makes (W18), and
+ *      clone ranges (W19).
  *      trans.c wal_steps_ok(), wal_stage.c fx_w_removal_declined(),
  *      fx_w_move_declined().
  *      Each such change is a "set": the bytes, the size or the xattr value
@@ -320,6 +322,17 @@
  *      (wal_stage.c rebased()), so replay and the writer make the
  *      directory once, where the transaction leaves it, as for any new
  *      directory (W2).  test_wal names_dir_renamed.
+ *
+ * W19. Clone ranges are staged like W13's large writes, on every
+ *      filesystem: under the lock the source range (as much of it as the
+ *      source holds: the op's result) is cloned, or copied where reflink
+ *      is missing, into a staged file at the destination's offset, made
+ *      durable before the record, whose clone entry names it; the range
+ *      is then cloned (or copied) into place as W13's.  The source is a
+ *      file the transaction opens read-only and whose data no op of it
+ *      changes (trans.c data_changed()), so the staged copy is what the
+ *      op would read; durable transactions only (as W13), and an explicit
+ *      length.  test_wal clone_log.
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to
@@ -805,6 +818,7 @@ static int open_targets(struct fstx_domain *d, const struct plan *P,
 		}
 		switch (op->op) {
 		case BTRFS_IOC_UT_OP_PWRITE: /* slots are reused: map it now */
+		case BTRFS_IOC_UT_OP_CLONERANGE:
 			tgt[i] = slot_op[op->args[0]];
 			continue;
 		case BTRFS_IOC_UT_OP_OPEN:
@@ -822,8 +836,12 @@ static int open_targets(struct fstx_domain *d, const struct plan *P,
 					last = (long)i;
 				continue;
 			}
-			if ((op->args[1] & O_ACCMODE) == O_RDONLY)
-				continue; /* changes nothing */
+			if ((op->args[1] & O_ACCMODE) == O_RDONLY) {
+				if (!fx_w_clone_source(P, i))
+					continue; /* changes nothing */
+				flags = O_RDONLY; /* W19: a clone's source */
+				break;
+			}
 			flags = O_WRONLY;
 			last = (long)i;
 			break;
@@ -1341,7 +1359,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		goto out;
 	}
 	/* W13: large overwrites staged, durable before the record */
-	if ((staged = fx_w_stage_writes(d, P, tgt, ut->flags, cl)) < 0) {
+	if ((staged = fx_w_stage_writes(d, P, tgt, fds, ut->flags, cl)) < 0) {
 		r = 1; /* the undo way meets the error and rolls back */
 		goto out;
 	}

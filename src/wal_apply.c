@@ -32,6 +32,13 @@ static int64_t apply_op(const struct plan *P, size_t i, const int *fds,
 					     (uint64_t)op->args[2], (uint64_t)op->args[3]);
 		return fx_w_write_all(fds[tgt[i]], ARGP(op, 1),
 				      (size_t)op->args[2], (uint64_t)op->args[3]);
+	case BTRFS_IOC_UT_OP_CLONERANGE: /* from its staged copy (W19) */
+		if (!cl)
+			return -EAGAIN; /* before the barrier: after it, then */
+		if (cl[i].fd < 0 || !cl[i].spec[0])
+			return 0;
+		return fx_clone_copy(fds[tgt[i]], cl[i].fd, (uint64_t)op->args[4],
+				     cl[i].spec[0], (uint64_t)op->args[4]);
 	case BTRFS_IOC_UT_OP_TRUNCATE:
 		return fx_os.ftruncate(fds[tgt[i]], (off_t)op->args[1]);
 	case BTRFS_IOC_UT_OP_SETXATTR:

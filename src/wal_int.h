@@ -267,10 +267,14 @@ const char *fx_w_moved_to(const struct wname *nm, size_t nnm, uint64_t ino);
 void fx_w_unstage(struct fstx_domain *d, struct wname *nm, size_t nnm);
 void fx_w_free_stages(struct wname *nm, size_t cap);
 struct wname *fx_w_name_of_op(struct wname *nm, size_t nnm, size_t op);
-/* W13: stage the pwrites fx_wal_stages() takes into cl (P->nops of them,
- * fd -1 each), durable with their names: the count staged, or -errno. */
+/* W13, W19: stage the pwrites fx_wal_stages() takes and every clone range
+ * into cl (P->nops of them, fd -1 each), durable with their names: the
+ * count staged, or -errno.  fds: the ops' open files (a clone's source). */
 int fx_w_stage_writes(struct fstx_domain *d, const struct plan *P,
-		      const int *tgt, uint64_t flags, struct wclone *cl);
+		      const int *tgt, const int *fds, uint64_t flags, struct wclone *cl);
+/* W19: is open op i's slot the source of a clone range before it is
+ * closed or opened again? */
+int fx_w_clone_source(const struct plan *P, size_t i);
 /* Close the staged files; unlink them too when not appended (unstage). */
 void fx_w_drop_writes(struct fstx_domain *d, struct wclone *cl, size_t n,
 		      int unstage);

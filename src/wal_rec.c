@@ -860,6 +860,17 @@ static int entry_of(const struct plan *P, size_t i, const int *tgt,
 			*name = cl[i].name;
 		}
 		break;
+	case BTRFS_IOC_UT_OP_CLONERANGE: /* always staged (W19) */
+		if (cl && (cl[i].fd < 0 || !cl[i].spec[0]))
+			return 0; /* nothing in the source's range */
+		*path = P->pops[tgt[i]].cpath;
+		e->ino = ino[tgt[i]];
+		e->kind = W_CLONE;
+		e->a = (uint64_t)op->args[4];
+		e->b = W_CLONE_SPEC;
+		*data = cl ? cl[i].spec : NULL;
+		*name = cl ? cl[i].name : "";
+		break;
 	case BTRFS_IOC_UT_OP_TRUNCATE:
 		*path = P->pops[i].cpath;
 		e->ino = ino[i];

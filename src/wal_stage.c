@@ -478,18 +478,63 @@ static int stage_write(struct fstx_domain *d, size_t i, struct wclone *cl)
 	return 0;
 }
 
-/* Op i's data into its staged file cl[i] at its own offset. */
-static int stage_data(const struct btrfs_ioctl_usertrans_op *op, struct wclone *c)
+/* The open op before op i that opened slot (its last; SIZE_MAX none). */
+static size_t open_of(const struct plan *P, size_t i, int64_t slot)
 {
-	int r = fx_w_write_all(c->fd, ARGP(op, 1), (size_t)op->args[2],
-			       (uint64_t)op->args[3]);
+	while (i--)
+		if (P->ops[i].op == BTRFS_IOC_UT_OP_OPEN && P->ops[i].args[3] == slot)
+			return i;
+	return SIZE_MAX;
+}
 
-	c->spec[0] = (uint64_t)op->args[2];
+int fx_w_clone_source(const struct plan *P, size_t i)
+{
+	int64_t slot = P->ops[i].args[3];
+
+	for (size_t j = i + 1; j < P->nops; j++) {
+		const struct btrfs_ioctl_usertrans_op *op = &P->ops[j];
+
+		if ((op->op == BTRFS_IOC_UT_OP_OPEN && op->args[3] == slot) ||
+		    (op->op == BTRFS_IOC_UT_OP_CLOSE && op->args[0] == slot))
+			return 0;
+		if (op->op == BTRFS_IOC_UT_OP_CLONERANGE && op->args[1] == slot)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Op i's data into its staged file cl[i] at its own offset: a pwrite's
+ * bytes, or (W19) the source range of a clone, as much of it as the
+ * source holds (the op's result: fx_clone_copy() stops at its end).
+ */
+static int stage_data(const struct plan *P, size_t i, const int *fds, struct wclone *c)
+{
+	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+	uint64_t len = (uint64_t)op->args[2], soff;
+	size_t k;
+	struct stat st;
+	int r;
+
+	if (op->op == BTRFS_IOC_UT_OP_CLONERANGE) {
+		soff = (uint64_t)op->args[2];
+		if ((k = open_of(P, i, op->args[1])) == SIZE_MAX || fds[k] < 0)
+			return -ESTALE;
+		if ((r = fx_os.fstat(fds[k], &st)) < 0)
+			return r;
+		len = (uint64_t)st.st_size > soff ? (uint64_t)st.st_size - soff : 0;
+		if (len > (uint64_t)op->args[3])
+			len = (uint64_t)op->args[3];
+		r = len ? (int)fx_clone_copy(c->fd, fds[k], soff, len, (uint64_t)op->args[4]) : 0;
+	} else {
+		r = fx_w_write_all(c->fd, ARGP(op, 1), (size_t)len, (uint64_t)op->args[3]);
+	}
+	c->spec[0] = len;
 	return r < 0 ? r : fx_os.writeback(c->fd);
 }
 
 int fx_w_stage_writes(struct fstx_domain *d, const struct plan *P,
-		      const int *tgt, uint64_t flags, struct wclone *cl)
+		      const int *tgt, const int *fds, uint64_t flags, struct wclone *cl)
 {
 	size_t n = 0;
 	int r = 0, dfd;
@@ -498,9 +543,9 @@ int fx_w_stage_writes(struct fstx_domain *d, const struct plan *P,
 		const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
 		size_t j;
 
-		if (op->op != BTRFS_IOC_UT_OP_PWRITE ||
-		    !fx_wal_stages(d, flags, (uint64_t)op->args[2],
-				   P->pops[tgt[i]].create))
+		if (op->op != BTRFS_IOC_UT_OP_CLONERANGE &&
+		    (op->op != BTRFS_IOC_UT_OP_PWRITE ||
+		     !fx_wal_stages(d, flags, (uint64_t)op->args[2], P->pops[tgt[i]].create)))
 			continue;
 		/*
 		 * The pwrites through one open share a staged file: each
@@ -519,7 +564,7 @@ int fx_w_stage_writes(struct fstx_domain *d, const struct plan *P,
 		} else {
 			n++;
 		}
-		r = stage_data(op, &cl[i]);
+		r = stage_data(P, i, fds, &cl[i]);
 	}
 	/* their data, then their names: durable before the record (W13);
 	 * the write-out of each began as it was written */

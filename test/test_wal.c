@@ -54,7 +54,8 @@
  * A sequence of data-only transactions on the t_populate() tree (the
  * first links big to big.h too), then one that renames d/c and removes
  * big.h, which earlier records name (W15's and W17's checkpoint first,
- * moves_first(), runs within the kill and fault sweeps too), and replaces
+ * moves_first(), runs within the kill and fault sweeps too), clones a
+ * range of old into a (staged, W19), and replaces
  * b by a new file, which the last one writes again (a handle's kept fd of
  * the old b must not be used) while it publishes a new directory built
  * under another name (W18).
@@ -68,7 +69,8 @@ static const char *const seq[NSEQ] = {
 	"open 1 a O_WRONLY\npwrite 1 \"3\" 5\n",
 	"option wal\nopen 0 b O_WRONLY\npwrite 0 \"four\" 0\nclose 0\n"
 	"open 0 d/c O_RDWR\npwrite 0 \"4\" 0\nsetxattr a user.n \"4\"\n", /* slot 0 reused */
-	"option wal\nrename d/c d/c2\nunlink big.h\nopen 0 b.new O_WRONLY|O_CREAT|O_EXCL 0644\n"
+	"option wal\nrename d/c d/c2\nunlink big.h\nopen 1 old O_RDONLY\nopen 2 a O_WRONLY\n"
+	"clonerange 2 1 0 3 1\nopen 0 b.new O_WRONLY|O_CREAT|O_EXCL 0644\n"
 	"pwrite 0 \"five\" 0\nclose 0\nrename b.new b\n",
 	"option wal\nopen 0 b O_WRONLY\npwrite 0 \"SIX\" 1\nsetxattr a user.n \"6\"\n"
 	"mkdir tmp\nopen 1 tmp/x O_WRONLY|O_CREAT\npwrite 1 \"x\" 0\nrename tmp pub\n",
@@ -1602,6 +1604,81 @@ static void append_fixed(void **state)
 	t_drop(d);
 }
 
+/* Dies at the fourth clone of data: the first after the three stagings
+ * of cltx, where the record is durable. */
+static int clones_seen;
+static int die_at_fourth_clone(int dst, int src, uint64_t so, uint64_t len, uint64_t dof)
+{
+	if (len && ++clones_seen == 4)
+		_exit(7);
+	return fx_os_libc.ficlonerange(dst, src, so, len, dof);
+}
+
+static void arm_fourth_clone(void)
+{
+	clones_seen = 0;
+	fx_os.ficlonerange = die_at_fourth_clone;
+}
+
+static int die_at_fdatasync(int fd)
+{
+	(void)fd;
+	_exit(7);
+}
+
+static void arm_fdatasync(void)
+{
+	fx_os.fdatasync = die_at_fdatasync;
+}
+
+/*
+ * W19: clone ranges ride the log, staged from their source (a file the
+ * transaction reads only) into files of their own before the record, on
+ * every filesystem (a copy where reflink is missing): into an old file,
+ * into a new one, and one the source's end cuts short.  The undo way's
+ * tree, no syncfs, the log checkpointed at once; killed at the first
+ * clone after the barrier, replay after another boot leaves the same
+ * tree twice.  A source the transaction also writes takes the undo way.
+ */
+static const char cltx[] =
+	"open 0 big O_RDONLY\nopen 1 a O_WRONLY\nclonerange 1 0 100 5000 8192\n"
+	"open 2 n O_WRONLY|O_CREAT\nclonerange 2 0 0 20000 0\n"
+	"clonerange 1 0 19000 5000 0\n";
+
+static void clone_log(void **state)
+{
+	char *want = undo_after(cltx), *d = t_fresh(), *got;
+
+	(void)state;
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(tx_text(d, cltx, NULL), 0);
+	fo_remove();
+	assert_int_equal(fo.syncfses, 0);
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	assert_int_equal(wnew_count(d), 0);
+	t_drop(d);
+	d = t_fresh();
+	tx_dies_at(d, cltx, arm_fourth_clone);
+	assert_true(wal_end_dir(d) > 1024); /* a record, with its staged files */
+	assert_int_equal(wnew_count(d), 2); /* a's two clones share one */
+	replay_twice(d, want);
+	t_drop(d);
+	free(want);
+	/* killed at its first barrier: the staged files are there, made
+	 * first; with the source written too, the undo way stages nothing */
+	d = t_fresh();
+	tx_dies_at(d, cltx, arm_fdatasync);
+	assert_int_equal(wnew_count(d), 3); /* two staged copies and n */
+	t_drop(d);
+	d = t_fresh();
+	tx_dies_at(d, "open 0 big O_RDWR\npwrite 0 \"x\" 0\n"
+		   "open 1 a O_WRONLY\nclonerange 1 0 0 100 0\n", arm_fdatasync);
+	assert_int_equal(wnew_count(d), 0);
+	t_drop(d);
+}
+
 /*
  * removexattr rides the log: one barrier, the undo way's tree; replay
  * after another boot, with the removal kept (nothing left to remove) or
@@ -2797,6 +2874,7 @@ int main(void)
 		cmocka_unit_test(staged_shared),
 		cmocka_unit_test(append_fixed),
 		cmocka_unit_test(removexattr_log),
+		cmocka_unit_test(clone_log),
 		cmocka_unit_test(names_move),
 		cmocka_unit_test(names_move_logged),
 		cmocka_unit_test(names_link),
