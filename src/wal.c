@@ -2,8 +2,7 @@
 /*
  * wal.c - the write-ahead (redo) log, DIR/.fstx/wal: the default way of
  * every transaction it can take (data, clone ranges, xattrs, new files,
- * symlinks and directories, removals, renames and links of files and
- * symlinks).
+ * symlinks and directories, removals, renames, links).
  *
  * The rules below hold for every file of the log; wal.h is its only
  * interface, wal_int.h what its files share.  This file: commit (W1, W3,
@@ -38,15 +37,15 @@
  *      (flags 0) of small user.* xattrs and removexattr of user.* ones
  *      (replay finds one gone already done: test_wal removexattr_log);
  *      and renames of and hard links to files and symlinks of the tree
- *      (W15, W16), renames of the new directories it makes (W18), and
- *      clone ranges (W19).
+ *      (W15, W16), renames of the new directories it makes (W18) and of
+ *      directories of the tree (W20), and clone ranges (W19).
  *      trans.c wal_steps_ok(), wal_stage.c fx_w_removal_declined(),
  *      fx_w_move_declined().
  *      Each such change is a "set": the bytes, the size or the xattr value
  *      it leaves do not depend on what was there before; a new name is
- *      made only where no object was; no record moves a directory of the
- *      tree, and exchanges take the undo way (which checkpoints the log
- *      first).
+ *      made only where no object was; a record moves a directory of the
+ *      tree only alone and first in its log (W20), and exchanges take the
+ *      undo way (which checkpoints the log first).
  *  W2. Layout: sector 0 holds the header (magic "FSTXWAL1", version, salt,
  *      CRC-32C); records start at byte 1024.  The hint (W4, W5) and the
  *      records' state words live in .fstx/walsync, notes for this boot that
@@ -282,8 +281,9 @@
  *      and before its new files (a rename over an old file, into a new
  *      directory, or out of a name a new file then takes).  Each object is
  *      moved at most once by a transaction and not also removed; no rename
- *      lands on the name another leaves (no chains, no cycles); no
- *      directory; no rmdir beside it (wal_stage.c fx_w_move_declined()).
+ *      lands on the name another leaves (no chains, no cycles); a
+ *      directory only as W20 says; no rmdir beside it (wal_stage.c
+ *      fx_w_move_declined()).
  *      A transaction that renames an object which any record of the log
  *      names (applied or not) checkpoints first (moves_first()), so no
  *      record before its own knows the object by the name it leaves, and
@@ -333,6 +333,20 @@
  *      changes (trans.c data_changed()), so the staged copy is what the
  *      op would read; durable transactions only (as W13), and an explicit
  *      length.  test_wal clone_log.
+ *
+ * W20. A directory of the tree may be renamed through the log (entry kind
+ *      10 with a = S_IFDIR), alone: no other name entry and no other op
+ *      of its transaction names a path at or under its old or new name
+ *      (wal_stage.c dir_move_declined()), so the record knows every other
+ *      object by a path no rename of its own changes; and first in its
+ *      log: the transaction checkpoints first whenever the log holds a
+ *      record (moves_first()), so no record before its own knows a path
+ *      under the name it leaves.  Records after it know the paths under
+ *      the new name, and replay runs in order.  While it is open, every
+ *      transaction helps first, as for any record with name entries (W4,
+ *      conflicts_read()).  Replay is W15's: done at the new name, renamed
+ *      from the old one.  The checkpoint fsyncs the directory, its new
+ *      parent and its old one (W6, W_OBJ_SRC).  test_wal names_move_dir.
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to
@@ -906,6 +920,17 @@ static int other_names(struct fstx_domain *d, const struct fx_step *s)
 	       (!S_ISDIR(st.st_mode) && st.st_nlink > 1);
 }
 
+/* Does step s rename a directory (W20)?  Asked only of a log that holds
+ * a record. */
+static int moves_dir(struct fstx_domain *d, const struct fx_step *s)
+{
+	struct stat st;
+
+	if (d->wal_end <= W_START)
+		return 0;
+	return fx_lstat(d, s->src, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 /* The inodes a transaction renames, or removes a name of (moves_first()). */
 struct wids {
 	uint64_t id[8];
@@ -928,7 +953,9 @@ static int names_id(void *arg, uint64_t off, const struct went *e)
  * name of one that has other names, which a record of the log names (any
  * record, applied or not) checkpoints first, so that no record before its
  * own knows the object by the name it leaves or takes it for gone: replay
- * then finds every object where its record says.  0 or -errno.
+ * then finds every object where its record says.  One that renames a
+ * directory checkpoints first whatever the log holds (W20: no record
+ * before its own knows a path under the name it leaves).  0 or -errno.
  */
 static int moves_first(struct fstx_domain *d, const struct plan *P)
 {
@@ -942,6 +969,8 @@ static int moves_first(struct fstx_domain *d, const struct plan *P)
 			continue;
 		if (fx_under(s->dst, FX_TRASH) && !other_names(d, s))
 			continue; /* a removal: of its object's last name */
+		if (!fx_under(s->dst, FX_TRASH) && moves_dir(d, s))
+			r = 1; /* W20: the first record of its log */
 		if (w.n == sizeof(w.id) / sizeof(w.id[0]))
 			r = 1; /* many: checkpoint without looking */
 		else
@@ -1309,7 +1338,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	if ((P->nsteps && !nnm) || fx_w_batch_dirs(d, nm, nnm) < 0 || fx_w_stage_dirs(d, nm, nnm) < 0 ||
 	    open_targets(d, P, &F, ino, slot_op, tgt, nm, nnm) < 0 ||
 	    fx_w_stage_links(d, nm, nnm) < 0 || fx_w_removal_declined(d, P, ino, nm, nnm) ||
-	    fx_w_move_declined(d, nm, nnm)) {
+	    fx_w_move_declined(d, P, nm, nnm)) {
 		r = 1;
 		goto out;
 	}

@@ -255,7 +255,8 @@ int fx_w_stage_links(struct fstx_domain *d, struct wname *nm, size_t nnm);
 int fx_w_removal_declined(struct fstx_domain *d, const struct plan *P,
 			  const uint64_t *ino, struct wname *nm, size_t nnm);
 /* W15: 1 a rename of an existing object the log does not take, else 0. */
-int fx_w_move_declined(struct fstx_domain *d, const struct wname *nm, size_t nnm);
+int fx_w_move_declined(struct fstx_domain *d, const struct plan *P, struct wname *nm,
+		       size_t nnm);
 /* W15, W16: where the object an op finds at path (its first step: step)
  * is before the record is applied: the old name of a file renamed there,
  * the first name of one linked there. */

@@ -30,7 +30,8 @@
  *       new name (hard link) of an object of the tree (W16)
  *     4 u32 path length     8 u64 inode number the file must have (mkdir 0)
  *    16 u64 a: pwrite offset, truncate size, setxattr 0, mode (4, 5), 0 (6, 7),
- *       the offset in the file and in the staged file (8), 0 (9-11)
+ *       the offset in the file and in the staged file (8), 0 (9, 11),
+ *       0 or S_IFDIR (0x4000: a directory, W20) (10)
  *    24 u64 b: pwrite length, truncate 0, setxattr value length, 0 (4-6),
  *       the target's length (7: 1 to PATH_MAX - 1), 16 (8), 0 (9-11)
  *    32 u32 name length: the xattr name (setxattr, removexattr), the staged object
@@ -446,7 +447,8 @@ static int link_apply(struct fstx_domain *d, const char *path, const char *src,
  * Make the new name of a name entry hold its object, whatever part of the
  * record is already done or durable (W5).  A directory is known by its
  * name and kind: the log makes directories only at names that no object
- * held, and no record moves or removes a name.  A new file is known by
+ * held when it was planned, and replay runs the records in order (a
+ * directory one of them renames, W20, is the first record's).  A new file is known by
  * its inode: the staged file's, or the one its staged name links to.
  */
 int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
@@ -575,8 +577,10 @@ static int entry_check(const struct went *e, const char *path, const char *name,
 	if (e->kind == W_SYMLINK) /* b: its target's length */
 		return !e->b || e->b >= PATH_MAX || room < e->b || e->a ||
 		       !stage_ok(e->kind, name, e->nlen) ? -EUCLEAN : 0;
-	if (W_FROM_TREE(e->kind)) /* name: the path it moves from, or links */
-		return e->b || e->a || !path_ok(name, e->nlen) ? -EUCLEAN : 0;
+	if (W_FROM_TREE(e->kind)) /* name: the path it moves from, or links;
+				   * a: S_IFDIR for a directory's rename */
+		return e->b || (e->a && (e->kind != W_MOVE || e->a != S_IFDIR)) ||
+		       !path_ok(name, e->nlen) ? -EUCLEAN : 0;
 	if (W_IS_NAME(e->kind))
 		return e->b || e->a > 07777 || !stage_ok(e->kind, name, e->nlen) ?
 		       -EUCLEAN : 0;

@@ -398,19 +398,60 @@ static int is_rmdir(const struct wname *w)
 	return n > k && !strcmp(w->stage + n - k, FX_WNEW_KEEP);
 }
 
+/* 1 if path p is dir or lies in it. */
+static int at_or_under(const char *p, const char *dir)
+{
+	return p && (!strcmp(p, dir) || is_under(p, dir));
+}
+
 /*
- * W15, W16: the renames and links the log takes are of a file or symlink
- * of the tree (not a directory: the paths below it would move), each
+ * W20: a directory of the tree is renamed alone: no other name entry and
+ * no other op of the transaction names a path at or under its old or its
+ * new name (the record knows every other object by the path it has when
+ * the transaction ends, and replay moves the directory first).
+ */
+static int dir_move_declined(const struct plan *P, const struct wname *nm, size_t nnm,
+			     size_t k)
+{
+	const struct wname *m = &nm[k];
+
+	for (size_t j = 0; j < nnm; j++) {
+		const struct wname *o = &nm[j];
+
+		if (j == k)
+			continue;
+		if (at_or_under(o->path, m->path) || at_or_under(o->path, m->stage) ||
+		    (W_FROM_TREE(o->kind) &&
+		     (at_or_under(o->stage, m->path) || at_or_under(o->stage, m->stage))))
+			return 1;
+	}
+	for (size_t i = 0; i < P->nops; i++) {
+		const struct pop *po = &P->pops[i];
+
+		if (i == m->op)
+			continue;
+		if (at_or_under(po->cpath, m->path) || at_or_under(po->cpath, m->stage) ||
+		    at_or_under(po->cpath2, m->path) || at_or_under(po->cpath2, m->stage))
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * W15, W16, W20: the renames and links the log takes are of a file or
+ * symlink of the tree, or renames of a directory of the tree (W20), each
  * object renamed or linked once and not removed by the same transaction,
  * from a path of at most W_NAME_MAX bytes (the entry's name), to a name
  * that no other rename or link leaves or uses (no chains, no cycles),
  * from a name no new directory takes, and with no rmdir in the
- * transaction (removals go first, W2).
+ * transaction (removals go first, W2).  A directory's entry says so in
+ * its mode (S_IFDIR).
  */
-int fx_w_move_declined(struct fstx_domain *d, const struct wname *nm, size_t nnm)
+int fx_w_move_declined(struct fstx_domain *d, const struct plan *P, struct wname *nm,
+		       size_t nnm)
 {
 	for (size_t k = 0; k < nnm; k++) {
-		const struct wname *m = &nm[k];
+		struct wname *m = &nm[k];
 		struct stat st;
 
 		if (m->kind == W_UNLINK && is_rmdir(m))
@@ -420,9 +461,15 @@ int fx_w_move_declined(struct fstx_domain *d, const struct wname *nm, size_t nnm
 		if (!W_FROM_TREE(m->kind))
 			continue;
 		if (strlen(m->stage) > W_NAME_MAX || in_meta(m->path) || in_meta(m->stage) ||
-		    fx_lstat(d, m->stage, &st) < 0 || (uint64_t)st.st_ino != m->ino ||
-		    !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+		    fx_lstat(d, m->stage, &st) < 0 || (uint64_t)st.st_ino != m->ino)
 			return 1;
+		if (S_ISDIR(st.st_mode)) {
+			if (m->kind != W_MOVE || dir_move_declined(P, nm, nnm, k))
+				return 1;
+			m->mode = S_IFDIR;
+		} else if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+			return 1;
+		}
 		for (size_t j = 0; j < nnm; j++) {
 			const struct wname *o = &nm[j];
 

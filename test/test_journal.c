@@ -27,7 +27,7 @@
 
 static const char TX[] =
 	"open 0 big O_RDWR\npwrite 0 \"overwritten in place\" 100\nclose 0\n"
-	"setxattr a user.k \"v\"\nrename d/e d/e2\nopen 1 n O_WRONLY|O_CREAT 0600\n"
+	"setxattr a user.k \"v\"\nrename d/e empty exchange\nopen 1 n O_WRONLY|O_CREAT 0600\n"
 	"pwrite 1 \"new\" 0\nclose 1\ntruncate d/c 3\n";
 
 static char *jpath(const char *d)

@@ -996,11 +996,11 @@ static const char *const debt_tx[] = {
 	 * names it moved to and from .fstx/wnew/ stay */
 	"open 0 d/new2 O_WRONLY|O_CREAT\npwrite 0 \"q\" 0\nunlink old\n"
 	"---\n#checkpoint\n",
-	/* both, then a durable commit of the undo way (a directory's
-	 * rename takes it) */
-	"option crash-only\nrename d/e d/e3\n---\n"
+	/* both, then a durable commit of the undo way (an exchange takes
+	 * it) */
+	"option crash-only\nrename d/e empty exchange\n---\n"
 	"#loose\noption crash-only\nopen 0 b O_WRONLY\npwrite 0 \"bb\" 2\n---\n"
-	"rename empty empty2\n",
+	"rename empty d/e exchange\n",
 };
 
 static void power_loss_debt(void **state)

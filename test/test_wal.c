@@ -53,8 +53,9 @@
 /*
  * A sequence of data-only transactions on the t_populate() tree (the
  * first links big to big.h too), then one that renames d/c and removes
- * big.h, which earlier records name (W15's and W17's checkpoint first,
- * moves_first(), runs within the kill and fault sweeps too), clones a
+ * big.h, which earlier records name, and the directory d/e (W15's, W17's
+ * and W20's checkpoint first, moves_first(), runs within the kill and
+ * fault sweeps too), clones a
  * range of old into a (staged, W19), and replaces
  * b by a new file, which the last one writes again (a handle's kept fd of
  * the old b must not be used) while it publishes a new directory built
@@ -69,7 +70,7 @@ static const char *const seq[NSEQ] = {
 	"open 1 a O_WRONLY\npwrite 1 \"3\" 5\n",
 	"option wal\nopen 0 b O_WRONLY\npwrite 0 \"four\" 0\nclose 0\n"
 	"open 0 d/c O_RDWR\npwrite 0 \"4\" 0\nsetxattr a user.n \"4\"\n", /* slot 0 reused */
-	"option wal\nrename d/c d/c2\nunlink big.h\nopen 1 old O_RDONLY\nopen 2 a O_WRONLY\n"
+	"option wal\nrename d/c d/c2\nunlink big.h\nrename d/e e9\nopen 1 old O_RDONLY\nopen 2 a O_WRONLY\n"
 	"clonerange 2 1 0 3 1\nopen 0 b.new O_WRONLY|O_CREAT|O_EXCL 0644\n"
 	"pwrite 0 \"five\" 0\nclose 0\nrename b.new b\n",
 	"option wal\nopen 0 b O_WRONLY\npwrite 0 \"SIX\" 1\nsetxattr a user.n \"6\"\n"
@@ -448,7 +449,7 @@ static void loose_checkpoint(void **state)
 	assert_int_equal(count_tx(h, crash, &sf), 0);
 	fx_wal_max = saved;
 	fo_install(FO_COUNT, 0, 0);
-	assert_int_equal(tx_text_h(h, "rename empty empty2\n"), 0); /* the undo way */
+	assert_int_equal(tx_text_h(h, "rename empty d/e exchange\n"), 0); /* the undo way */
 	fo_remove();
 	assert_int_equal(fo.syncfses, 0);
 	assert_true(fo_synced(ino_at(d, "a"))); /* the checkpoint pays */
@@ -1828,6 +1829,44 @@ static void names_dir_renamed(void **state)
 		free(logged_as_undo(tx[k]));
 }
 
+/*
+ * W20: a directory of the tree renamed (in its parent, and into another
+ * with a file written beside it): one barrier, the undo way's tree, replay
+ * twice the same with the rename kept or lost.  One renamed while the log
+ * holds a record checkpoints first; one with another op under its old or
+ * new name takes the undo way.
+ */
+static void names_move_dir(void **state)
+{
+	static const char *const tx[] = {
+		"rename d/e d/e2\nopen 0 a O_WRONLY\npwrite 0 \"x\" 0\n",
+		"rename d/e e3\nopen 0 d/c O_WRONLY\npwrite 0 \"y\" 0\n",
+	};
+	static const char *const back[][2] = { { "d/e2", "d/e" }, { "e3", "d/e" } };
+	unsigned long long salt;
+	char *want, *d;
+
+	(void)state;
+	for (size_t k = 0; k < 2; k++) {
+		want = logged_as_undo(tx[k]);
+		d = log_one_barrier(tx[k]);
+		mv_rel(d, back[k][0], back[k][1]); /* power loss kept no rename */
+		replay_twice(d, want);
+		free(want);
+		t_drop(d);
+	}
+	d = log_one_barrier("open 0 a O_WRONLY\npwrite 0 \"first\" 0\n");
+	salt = wal_salt(d);
+	assert_int_equal(tx_text(d, "rename d/e d/e2\n", NULL), 0);
+	assert_true(wal_salt(d) != salt); /* its record is the log's first */
+	t_drop(d);
+	d = t_fresh();
+	assert_int_equal(tx_text(d, "rename d/e d/e2\nopen 0 d/e2/f O_WRONLY\n"
+				    "pwrite 0 \"z\" 0\n", NULL), 0);
+	assert_int_equal(wal_end_dir(d), 1024); /* the undo way: no record */
+	t_drop(d);
+}
+
 /* A fresh domain where a and d/c have second names a.h and d/c.h. */
 static char *linked_fresh(void)
 {
@@ -2877,6 +2916,7 @@ int main(void)
 		cmocka_unit_test(clone_log),
 		cmocka_unit_test(names_move),
 		cmocka_unit_test(names_move_logged),
+		cmocka_unit_test(names_move_dir),
 		cmocka_unit_test(names_link),
 		cmocka_unit_test(names_unlink_linked),
 		cmocka_unit_test(names_dir_renamed),

@@ -31,7 +31,8 @@ with fstx.Domain(root) as d:
     tx.mkdir("dir/new")
     tx.rename("dir/a", "dir/new/a")
     tx.unlink("dir/b")
-    tx.rename("dir/new", "dir/newer")  # a directory's rename: the undo way
+    tx.rename("dir/new", "dir/newer")
+    tx.rename("x", "y", exchange=True)  # an exchange: the undo way
     tx.symlink("dir/newer", "link")
     sys.stdout.write("committing\n")
     sys.stdout.flush()
@@ -47,6 +48,8 @@ def make_tree(root: Path) -> None:
     (root / "small").write_bytes(b"before\n")
     (root / "dir/a").write_bytes(b"a")
     (root / "dir/b").write_bytes(b"b")
+    (root / "x").write_bytes(b"x")
+    (root / "y").mkdir()
 
 
 def journal_size(root: Path) -> int:
