@@ -931,10 +931,11 @@ static int wnew_count(const char *d)
 	return n;
 }
 
-/* The state tx leaves, taken the undo way (fx_wal_auto 0). */
-static char *undo_after(const char *tx)
+/* The state tx leaves in domain d, taken the undo way (fx_wal_auto 0);
+ * drops d. */
+static char *undo_after_in(char *d, const char *tx)
 {
-	char *d = t_fresh(), *snap;
+	char *snap;
 
 	fx_wal_auto = 0;
 	assert_int_equal(tx_text(d, tx, NULL), 0);
@@ -945,17 +946,20 @@ static char *undo_after(const char *tx)
 	return snap;
 }
 
+static char *undo_after(const char *tx)
+{
+	return undo_after_in(t_fresh(), tx);
+}
+
 static char *putx_after(void)
 {
 	return undo_after(putx);
 }
 
-/* A fresh domain where tx committed through the log: one fdatasync, no
- * fsync (W1, W3; fo keeps the counts). */
-static char *log_one_barrier(const char *tx)
+/* Domain d where tx committed through the log: one fdatasync, no fsync
+ * (W1, W3; fo keeps the counts). */
+static char *log_one_barrier_in(char *d, const char *tx)
 {
-	char *d = t_fresh();
-
 	assert_true(domain_recover(d) >= 0); /* .fstx/ made (and fsynced) */
 	fo_install(FO_COUNT, 0, 0);
 	assert_int_equal(tx_text(d, tx, NULL), 0);
@@ -964,6 +968,11 @@ static char *log_one_barrier(const char *tx)
 	assert_int_equal(fo.fsyncs, 0);
 	assert_true(wal_end_dir(d) > 1024);
 	return d;
+}
+
+static char *log_one_barrier(const char *tx)
+{
+	return log_one_barrier_in(t_fresh(), tx);
 }
 
 /*
@@ -1379,6 +1388,19 @@ static void tx_dies_at(const char *d, const char *tx, void (*arm)(void))
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 7);
 }
 
+/* tx in d killed where arm() says, after its barrier: the record is there
+ * with its staged files (staged of them in .fstx/wnew/), and replay after
+ * another boot leaves want twice.  Drops d. */
+static void killed_then_replayed(char *d, const char *tx, void (*arm)(void), int staged,
+				 const char *want)
+{
+	tx_dies_at(d, tx, arm);
+	assert_true(wal_end_dir(d) > 1024);
+	assert_int_equal(wnew_count(d), staged);
+	replay_twice(d, want);
+	t_drop(d);
+}
+
 /* Dies at the first clone of staged data (not at the filesystem's probe,
  * of length 0). */
 static int die_at_clone(int dst, int src, uint64_t so, uint64_t len, uint64_t dof)
@@ -1532,13 +1554,9 @@ static void staged_shared(void **state)
 	assert_string_equal(got, want);
 	free(got);
 	t_drop(d);
-	d = staged_domain();
-	tx_dies_at(d, tx, arm_clone);
-	assert_int_equal(wnew_count(d), 2); /* one staged file per open */
-	replay_twice(d, want);
+	killed_then_replayed(staged_domain(), tx, arm_clone, 2, want); /* one per open */
 	fx_wal_stage_min = saved;
 	free(want);
-	t_drop(d);
 }
 
 /*
@@ -1660,12 +1678,7 @@ static void clone_log(void **state)
 	free(got);
 	assert_int_equal(wnew_count(d), 0);
 	t_drop(d);
-	d = t_fresh();
-	tx_dies_at(d, cltx, arm_fourth_clone);
-	assert_true(wal_end_dir(d) > 1024); /* a record, with its staged files */
-	assert_int_equal(wnew_count(d), 2); /* a's two clones share one */
-	replay_twice(d, want);
-	t_drop(d);
+	killed_then_replayed(t_fresh(), cltx, arm_fourth_clone, 2, want); /* a's share one */
 	free(want);
 	/* killed at its first barrier: the staged files are there, made
 	 * first; with the source written too, the undo way stages nothing */
@@ -1892,19 +1905,8 @@ static void names_unlink_linked(void **state)
 	unsigned long long salt;
 
 	(void)state;
-	d = linked_fresh(); /* the undo way's tree */
-	fx_wal_auto = 0;
-	assert_int_equal(tx_text(d, tx, NULL), 0);
-	fx_wal_auto = 1;
-	want = t_snapshot(d);
-	t_drop(d);
-	d = linked_fresh();
-	assert_true(domain_recover(d) >= 0);
-	fo_install(FO_COUNT, 0, 0);
-	assert_int_equal(tx_text(d, tx, NULL), 0);
-	fo_remove();
-	assert_int_equal(fo.fdatasyncs, 1);
-	assert_int_equal(fo.fsyncs, 0);
+	want = undo_after_in(linked_fresh(), tx);
+	d = log_one_barrier_in(linked_fresh(), tx);
 	got = t_snapshot(d);
 	assert_string_equal(got, want);
 	free(got);
