@@ -53,13 +53,12 @@
 /*
  * A sequence of data-only transactions on the t_populate() tree (the
  * first links big to big.h too), then one that renames d/c and removes
- * big.h, which earlier records name, and the directory d/e (W15's, W17's
- * and W20's checkpoint first, moves_first(), runs within the kill and
- * fault sweeps too), clones a
- * range of old into a (staged, W19), and replaces
- * b by a new file, which the last one writes again (a handle's kept fd of
- * the old b must not be used) while it publishes a new directory built
- * under another name (W18).
+ * big.h, which earlier records name, and renames the directory d/e (so
+ * W15's, W17's and W20's checkpoint first, moves_first(), runs within the
+ * kill and fault sweeps too), clones a range of old into a (staged, W19)
+ * and replaces b by a new file, which the last one writes again (a
+ * handle's kept fd of the old b must not be used) while it publishes a
+ * new directory built under another name (W18).
  */
 static const char *const seq[NSEQ] = {
 	"option wal\nopen 0 a O_WRONLY\npwrite 0 \"ONE\" 0\nsetxattr a user.n \"1\"\n"
