@@ -551,6 +551,17 @@ static int wal_steps_ok(const struct plan *P)
 	return 1;
 }
 
+/* Does a transaction open a file O_APPEND?  Its appends are logged at
+ * ends the log follows through pwrites and truncates (wal.c W14), not
+ * through clones (W19), and a clone into such a file fails. */
+static int opens_append(const struct plan *P)
+{
+	for (size_t i = 0; i < P->nops; i++)
+		if (P->ops[i].op == BTRFS_IOC_UT_OP_OPEN && (P->ops[i].args[1] & O_APPEND))
+			return 1;
+	return 0;
+}
+
 /* Does an op of P change the data or size of object obj (W19: the source
  * of a clone range must not change within the transaction)? */
 static int data_changed(const struct plan *P, int64_t obj)
@@ -624,7 +635,7 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 			break;
 		case BTRFS_IOC_UT_OP_CLONERANGE: /* staged from its source (wal.c W19) */
 			if (!wr[a[0]] || wr[a[1]] || !a[3] || (uint64_t)a[4] + (uint64_t)a[3] > FX_WAL_MAX_OFF ||
-			    (ut->flags & (FSTX_UT_NOSYNC | FSTX_UT_LAZY)) ||
+			    (ut->flags & (FSTX_UT_NOSYNC | FSTX_UT_LAZY)) || opens_append(P) ||
 			    !P->pops[sop[a[1]]].check_ino || data_changed(P, P->pops[sop[a[1]]].obj))
 				goto out;
 			break;

@@ -31,7 +31,9 @@
  *      directories the plan finds empty (rmdir; the one that removes a
  *      directory is named .fstx/wnew/SALT-OFFSET-STEP-x, which a checkpoint
  *      removes alone: a file another process put in it stays, domain.c
- *      FX_WNEW_KEEP; test_wal names_rmdir); its other changes pwrites
+ *      FX_WNEW_KEEP; test_wal names_rmdir; while a record of the log makes
+ *      a directory, which replay knows by its name only, the transaction
+ *      checkpoints first, moves_first(): names_rmdir_made); its other changes pwrites
  *      at fixed offsets into existing or new regular files (O_APPEND
  *      ones too, W14), truncates of them (also by O_TRUNC), setxattr
  *      (flags 0) of small user.* xattrs and removexattr of user.* ones
@@ -207,7 +209,9 @@
  *      LAZY set to the record's end, no barrier, nothing
  *      applied; their commit point is the append itself (they are promised
  *      atomic, not durable).  A lazy transaction without compare ops reads
- *      nothing, so it is appended behind open records without helping;
+ *      nothing, so it is appended behind open records without helping,
+ *      unless one of them has name entries (its plan saw the tree without
+ *      them; test_wal names_move_dir);
  *      every other transaction, a lazy one with compare ops, a reader
  *      (LAZY above APPLIED makes it help), fstx_sync(), the close of a
  *      handle that appended lazy records, and the queue passing
@@ -331,8 +335,10 @@
  *      is then cloned (or copied) into place as W13's.  The source is a
  *      file the transaction opens read-only and whose data no op of it
  *      changes (trans.c data_changed()), so the staged copy is what the
- *      op would read; durable transactions only (as W13), and an explicit
- *      length.  test_wal clone_log.
+ *      op would read; durable transactions only (as W13), an explicit
+ *      length, and none with an O_APPEND open (W14 follows sizes through
+ *      pwrites and truncates, not clones; a clone into an O_APPEND file
+ *      fails).  test_wal clone_log.
  *
  * W20. A directory of the tree may be renamed through the log (entry kind
  *      10 with a = S_IFDIR), alone: no other name entry and no other op
@@ -622,7 +628,7 @@ static int sync_entry(struct fstx_domain *d, const struct went *e,
 		      const char *path, const char *name, uint64_t data,
 		      struct wvisit *v)
 {
-	unsigned obj = w_objects(e->kind, e->nlen);
+	unsigned obj = w_objects(e->kind, e->nlen, e->a);
 	struct stat st;
 	int fd, r;
 
@@ -931,10 +937,12 @@ static int moves_dir(struct fstx_domain *d, const struct fx_step *s)
 	return fx_lstat(d, s->src, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* The inodes a transaction renames, or removes a name of (moves_first()). */
+/* The inodes a transaction renames, or removes a name of, and whether it
+ * removes a directory (moves_first()). */
 struct wids {
 	uint64_t id[8];
 	size_t n;
+	int rmdir;
 };
 
 static int names_id(void *arg, uint64_t off, const struct went *e)
@@ -942,6 +950,8 @@ static int names_id(void *arg, uint64_t off, const struct went *e)
 	const struct wids *w = arg;
 
 	(void)off;
+	if (w->rmdir && e->kind == W_MKDIR)
+		return 1;
 	for (size_t j = 0; j < w->n; j++)
 		if (e->ino == w->id[j])
 			return 1;
@@ -955,7 +965,10 @@ static int names_id(void *arg, uint64_t off, const struct went *e)
  * own knows the object by the name it leaves or takes it for gone: replay
  * then finds every object where its record says.  One that renames a
  * directory checkpoints first whatever the log holds (W20: no record
- * before its own knows a path under the name it leaves).  0 or -errno.
+ * before its own knows a path under the name it leaves), and one that
+ * removes a directory when a record of the log makes one (W2: replay
+ * knows a new directory by its name only, and would make it again).
+ * 0 or -errno.
  */
 static int moves_first(struct fstx_domain *d, const struct plan *P)
 {
@@ -967,6 +980,8 @@ static int moves_first(struct fstx_domain *d, const struct plan *P)
 
 		if (s->kind != FX_ST_MOVE || s->newid || !s->ino)
 			continue;
+		if (fx_under(s->dst, FX_TRASH) && P->ops[s->op].op == BTRFS_IOC_UT_OP_RMDIR)
+			w.rmdir = 1; /* a record's new directory there? (W2) */
 		if (fx_under(s->dst, FX_TRASH) && !other_names(d, s))
 			continue; /* a removal: of its object's last name */
 		if (!fx_under(s->dst, FX_TRASH) && moves_dir(d, s))
@@ -976,7 +991,7 @@ static int moves_first(struct fstx_domain *d, const struct plan *P)
 		else
 			w.id[w.n++] = s->ino;
 	}
-	if (!w.n || d->wal_end <= W_START)
+	if ((!w.n && !w.rmdir) || d->wal_end <= W_START)
 		return 0;
 	if (r == 0)
 		r = fx_w_each_entry(d, W_START, d->wal_end, 0, names_id, &w);
@@ -1358,11 +1373,14 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	/*
 	 * W4, W10: open lazy records are flushed before anything but a lazy
 	 * transaction without compare ops (which reads nothing, so it may
-	 * queue behind them); else a transaction helps only when it shares
-	 * an inode with an open record.
+	 * queue behind them), unless an open record has name entries (its
+	 * plan saw the tree without them: a writer at its barrier or killed
+	 * there; none when the log's last record is this handle's lazy one,
+	 * as every earlier one was looked at when it was not); else a
+	 * transaction helps only when it shares an inode with an open record.
 	 */
 	if (d->lazy && !has_asserts(P))
-		r = 0;
+		r = d->wal_end == d->wal_lazy ? 0 : wal_conflicts(d, NULL, 0);
 	else if (d->wal_lazy > d->wal_applied || (d->lazy && d->wal_applied < d->wal_end))
 		r = 1;
 	else

@@ -70,7 +70,7 @@ static int note_entry(struct fstx_domain *d, const struct went *e,
 		      const char *path, const char *name, uint64_t data,
 		      struct wvisit *v)
 {
-	unsigned obj = w_objects(e->kind, e->nlen);
+	unsigned obj = w_objects(e->kind, e->nlen, e->a);
 	struct debt_out *o = v->arg;
 	const char *slash = strrchr(path, '/'), *ns = strrchr(name, '/');
 

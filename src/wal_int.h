@@ -24,6 +24,7 @@
 
 #include <limits.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #define W_REC_MAGIC 0x31575846u /* "FXW1" little-endian */
 #define W_START 1024            /* the first record (W2) */
@@ -55,7 +56,8 @@ enum { W_PWRITE = 1, W_TRUNC = 2, W_SETX = 3, W_MKDIR = 4, W_NEWF = 5,
  * wal_sync_named()) or lists when it has no barriers (wal_debt.c, W11).
  * One answer for both, so the two cannot drift apart.
  *   W_OBJ_FILE    the object at the entry's path (a data entry's file, a
- *                 new directory; inode-checked where the entry names one)
+ *                 new or renamed directory; inode-checked where the entry
+ *                 names one)
  *   W_OBJ_PARENT  the directory holding the entry's path (a name made or
  *                 removed there)
  *   W_OBJ_WNEW    .fstx/wnew/: a name moved to or from it (a rename
@@ -64,12 +66,12 @@ enum { W_PWRITE = 1, W_TRUNC = 2, W_SETX = 3, W_MKDIR = 4, W_NEWF = 5,
  *                 object moved from (W_MOVE)
  */
 enum { W_OBJ_FILE = 1, W_OBJ_PARENT = 2, W_OBJ_WNEW = 4, W_OBJ_SRC = 8 };
-static inline unsigned w_objects(uint32_t kind, uint32_t nlen)
+static inline unsigned w_objects(uint32_t kind, uint32_t nlen, uint64_t a)
 {
 	if (!W_IS_NAME(kind))
 		return W_OBJ_FILE;
-	if (kind == W_MOVE)
-		return W_OBJ_PARENT | W_OBJ_SRC;
+	if (kind == W_MOVE) /* a directory too: its ".." changes (W20) */
+		return W_OBJ_PARENT | W_OBJ_SRC | (a == S_IFDIR ? W_OBJ_FILE : 0);
 	if (kind == W_LINK) /* a second name: its directory */
 		return W_OBJ_PARENT;
 	return W_OBJ_PARENT | (kind == W_MKDIR ? W_OBJ_FILE : 0) |

@@ -45,7 +45,8 @@ static size_t last_move(const struct plan *P, int newid)
  * Where the object that step k moves to dst is when the transaction
  * ends: under the name of a new directory it lies in that a later step
  * renames (W18).  A path for w->path, allocated into w->pown when it
- * changed; NULL when memory runs out.
+ * changed; NULL when memory runs out or it would reach PATH_MAX (the
+ * transaction then takes the undo way).
  */
 static const char *rebased(const struct plan *P, size_t k, const char *dst, struct wname *w)
 {
@@ -59,7 +60,8 @@ static const char *rebased(const struct plan *P, size_t k, const char *dst, stru
 		if (s->kind != FX_ST_MOVE || s->newid <= 0 || !n || fx_under(s->src, FX_NEW) ||
 		    strncmp(p, s->src, n) || p[n] != '/')
 			continue;
-		if (asprintf(&q, "%s%s", s->dst, p + n) < 0)
+		if (strlen(s->dst) + strlen(p + n) >= PATH_MAX || /* no entry takes it */
+		    asprintf(&q, "%s%s", s->dst, p + n) < 0)
 			q = NULL;
 		free(w->pown);
 		p = w->pown = q;

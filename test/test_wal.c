@@ -1663,6 +1663,10 @@ static const char cltx[] =
 	"open 2 n O_WRONLY|O_CREAT\nclonerange 2 0 0 20000 0\n"
 	"clonerange 1 0 19000 5000 0\n";
 
+static const char apcl[] =
+	"open 0 a O_WRONLY\nopen 1 a O_WRONLY|O_APPEND\nopen 2 old O_RDONLY\n"
+	"clonerange 0 2 0 4 50\npwrite 1 \"X\" 0\n";
+
 static void clone_log(void **state)
 {
 	char *want = undo_after(cltx), *d = t_fresh(), *got;
@@ -1689,6 +1693,23 @@ static void clone_log(void **state)
 	tx_dies_at(d, "open 0 big O_RDWR\npwrite 0 \"x\" 0\n"
 		   "open 1 a O_WRONLY\nclonerange 1 0 0 100 0\n", arm_fdatasync);
 	assert_int_equal(wnew_count(d), 0);
+	t_drop(d);
+	/* beside an O_APPEND open the undo way's result (appends after a
+	 * clone that grew the file; a clone into an O_APPEND file fails) */
+	want = undo_after(apcl);
+	d = t_fresh();
+	assert_int_equal(tx_text(d, apcl, NULL), 0);
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	free(want);
+	want = t_snapshot(d);
+	assert_int_not_equal(tx_text(d, "open 1 a O_WRONLY|O_APPEND\nopen 2 old O_RDONLY\n"
+					"clonerange 1 2 0 4 50\n", NULL), 0);
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	free(want);
 	t_drop(d);
 }
 
@@ -1848,6 +1869,42 @@ static void names_dir_renamed(void **state)
  * holds a record checkpoints first; one with another op under its old or
  * new name takes the undo way.
  */
+/* In d, a directory path of 4016 bytes, D; then a new directory t with a
+ * file of a 250-byte name renamed to D/p: the file's final path passes
+ * PATH_MAX, which no entry of the log takes (W18: the undo way), so
+ * recovery after another boot finds nothing it cannot read. */
+static void deep_publish(const char *d)
+{
+	char name[251], *path = malloc(PATH_MAX), *tx = malloc(2 * PATH_MAX);
+	size_t n = 0;
+
+	assert_non_null(path);
+	assert_non_null(tx);
+	memset(name, 'x', 250);
+	name[250] = 0;
+	path[0] = 0;
+	for (int k = 0; k < 16; k++) {
+		char *full;
+
+		n += (size_t)sprintf(path + n, "%s%s", k ? "/" : "", name);
+		assert_true(asprintf(&full, "%s/%s", d, path) > 0);
+		assert_int_equal(mkdir(full, 0755), 0);
+		free(full);
+	}
+	snprintf(tx, 2 * PATH_MAX, "mkdir t\nopen 0 t/%s O_WRONLY|O_CREAT\n"
+		 "pwrite 0 \"x\" 0\nrename t %s/p\n", name, path);
+	assert_int_equal(tx_text(d, tx, NULL), 0);
+	fx_os.boot_id = other_boot; /* replay after another boot takes it */
+	assert_true(domain_recover(d) >= 0);
+	fx_os = fx_os_libc;
+	assert_true(domain_recover(d) >= 0);
+	/* paths past PATH_MAX: rm(1) removes them, opening each directory */
+	snprintf(tx, 2 * PATH_MAX, "rm -rf '%s/%s'", d, name);
+	assert_int_equal(system(tx), 0);
+	free(path);
+	free(tx);
+}
+
 static void names_move_dir(void **state)
 {
 	static const char *const tx[] = {
@@ -1871,11 +1928,55 @@ static void names_move_dir(void **state)
 	salt = wal_salt(d);
 	assert_int_equal(tx_text(d, "rename d/e d/e2\n", NULL), 0);
 	assert_true(wal_salt(d) != salt); /* its record is the log's first */
+	fo_install(FO_COUNT, 0, 0); /* the checkpoint fsyncs the directory */
+	assert_int_equal(tx_text(d, "rename a b exchange\n", NULL), 0);
+	fo_remove();
+	assert_true(fo_synced(ino_at(d, "d/e2")));
 	t_drop(d);
 	d = t_fresh();
 	assert_int_equal(tx_text(d, "rename d/e d/e2\nopen 0 d/e2/f O_WRONLY\n"
 				    "pwrite 0 \"z\" 0\n", NULL), 0);
 	assert_int_equal(wal_end_dir(d), 1024); /* the undo way: no record */
+	t_drop(d);
+	/* a path under the new name past PATH_MAX: the undo way */
+	d = t_fresh();
+	deep_publish(d);
+	t_drop(d);
+	/* its writer killed at its barrier: a lazy transaction after it
+	 * helps first, and finds d/e gone (W10) */
+	d = t_fresh();
+	assert_true(domain_recover(d) >= 0);
+	tx_dies_at(d, "rename d/e d/e2\n", arm_fdatasync);
+	assert_int_not_equal(tx_text(d, "option lazy\nopen 0 d/e/f O_WRONLY\n"
+					"pwrite 0 \"z\" 0\n", NULL), 0);
+	assert_true(domain_recover(d) >= 0);
+	expect_prefix(d, "d/e2/f", "f", 0);
+	want = t_snapshot(d);
+	replay_twice(d, want);
+	free(want);
+	t_drop(d);
+}
+
+/*
+ * W2: a record knows a new directory by its name only, so a transaction
+ * that removes a directory while a record of the log makes one
+ * checkpoints first: replay after another boot of a directory made,
+ * removed, and its name then taken by a file leaves the same tree twice
+ * (it made the directory again, and failed on the file, before).
+ */
+static void names_rmdir_made(void **state)
+{
+	char *d = log_one_barrier("mkdir pub\n"), *want;
+	unsigned long long salt = wal_salt(d);
+
+	(void)state;
+	assert_int_equal(tx_text(d, "rmdir pub\n", NULL), 0);
+	assert_true(wal_salt(d) != salt); /* checkpointed first */
+	assert_int_equal(tx_text(d, "open 0 pub O_WRONLY|O_CREAT\npwrite 0 \"f\" 0\n",
+				 NULL), 0);
+	want = t_snapshot(d);
+	replay_twice(d, want);
+	free(want);
 	t_drop(d);
 }
 
@@ -2909,6 +3010,7 @@ int main(void)
 		cmocka_unit_test(names_symlink),
 		cmocka_unit_test(names_dir_batch),
 		cmocka_unit_test(names_rmdir),
+		cmocka_unit_test(names_rmdir_made),
 		cmocka_unit_test(names_replace),
 		cmocka_unit_test(large_staged),
 		cmocka_unit_test(staged_shared),
