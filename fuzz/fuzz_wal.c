@@ -4,8 +4,9 @@
  *
  * Each input runs five write-ahead transactions on a fresh corpus tree
  * (records of pwrites, an append, truncates, O_TRUNC, xattrs set and
- * removed, and name entries: a rename, a new directory, a new file, a
- * removal, a symlink), then replaces their
+ * removed, and name entries: renames of a file and a directory, an
+ * exchange, a new directory, a new file, a removal, a symlink), then
+ * replaces their
  * log with one built from it:
  *   byte 0 mode 0  raw: the log's first 1024 bytes (header and hint) and
  *                  then the input as the records;
@@ -28,10 +29,11 @@
 #include <sys/resource.h>
 
 static const char *const wal_tx[] = {
-	/* a rename of a file of the tree (W15), an append (W14), a
-	 * removexattr: before any record names their inodes */
-	"rename hard hard2\nopen 3 d/e/f O_WRONLY|O_APPEND\npwrite 3 \"app\" 0\n"
-	"removexattr a user.k\n",
+	/* renames of a file and of a directory of the tree (W15, W20), an
+	 * exchange (W21), an append (W14), a removexattr: before any record
+	 * names their inodes */
+	"rename hard hard2\nrename empty empty2\nrename old ln exchange\n"
+	"open 3 d/e/f O_WRONLY|O_APPEND\npwrite 3 \"app\" 0\nremovexattr a user.k\n",
 	"option wal\nopen 0 a O_RDWR\npwrite 0 \"ALPHA\" 0\nsetxattr a user.w \"1\"\n"
 	"open 1 big O_WRONLY\npwrite 1 \"BIG\" 7000\n",
 	"option wal\ntruncate big 300\nopen 0 d/c O_WRONLY|O_TRUNC\npwrite 0 \"cee\" 0\n"

@@ -498,14 +498,19 @@ static uint32_t made_by(const struct plan *P, int newid)
  * W1: the name steps the log takes: new files, symlinks and directories
  * made in staging and moved to a name no object held (each may move on,
  * by rename: a new directory with what it holds, wal.c W18), and initial objects
- * removed (unlink, rmdir, or replaced by a rename): moved to trash.
- * Nothing else: no link, exchange, nor a rename of an object of the tree.
+ * removed (unlink, rmdir, or replaced by a rename): moved to trash;
+ * renames and links of objects of the tree, and exchanges (W15-W21).
  */
 static int wal_steps_ok(const struct plan *P)
 {
 	for (size_t k = 0; k < P->nsteps; k++) {
 		const struct fx_step *s = &P->steps[k];
 		uint32_t op = (uint32_t)P->ops[s->op].op;
+
+		if (fx_wal_swap_at(P, k)) { /* an exchange, through .fstx/new/ (W21) */
+			k += 2;
+			continue;
+		}
 
 		switch (s->kind) {
 		case FX_ST_MKFILE:

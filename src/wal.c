@@ -40,14 +40,15 @@
  *      (replay finds one gone already done: test_wal removexattr_log);
  *      and renames of and hard links to files and symlinks of the tree
  *      (W15, W16), renames of the new directories it makes (W18) and of
- *      directories of the tree (W20), and clone ranges (W19).
+ *      directories of the tree (W20), exchanges (W21), and clone ranges
+ *      (W19).
  *      trans.c wal_steps_ok(), wal_stage.c fx_w_removal_declined(),
  *      fx_w_move_declined().
  *      Each such change is a "set": the bytes, the size or the xattr value
  *      it leaves do not depend on what was there before; a new name is
  *      made only where no object was; a record moves a directory of the
- *      tree only alone and first in its log (W20), and exchanges take the
- *      undo way (which checkpoints the log first).
+ *      tree only alone and first in its log (W20), and exchanges two
+ *      names only in one directory (W21).
  *  W2. Layout: sector 0 holds the header (magic "FSTXWAL1", version, salt,
  *      CRC-32C); records start at byte 1024.  The hint (W4, W5) and the
  *      records' state words live in .fstx/walsync, notes for this boot that
@@ -353,6 +354,21 @@
  *      conflicts_read()).  Replay is W15's: done at the new name, renamed
  *      from the old one.  The checkpoint fsyncs the directory, its new
  *      parent and its old one (W6, W_OBJ_SRC).  test_wal names_move_dir.
+ *
+ * W21. An exchange (rename with RENAME_EXCHANGE, which the plan makes as
+ *      three moves through .fstx/new/, fx_wal_swap_at()) of two files or
+ *      symlinks of the tree in one directory is one name entry (kind 12:
+ *      the path, the inode there before, the other path in the name
+ *      field, the other inode in a): one directory's change, which power
+ *      loss keeps or loses whole.  No other name entry or op of the
+ *      transaction names either object or either name (wal_stage.c
+ *      swap_declined()), and a record of the log that names either
+ *      object makes the transaction checkpoint first (moves_first(), as
+ *      W15).  Replay: exchanged when the names hold the objects as
+ *      before, done when each holds the object it gets or that object is
+ *      gone (a later record removes it), else -ESTALE.  Exchanges across
+ *      directories or of directories take the undo way.  test_wal
+ *      names_exchange.
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to
@@ -953,7 +969,7 @@ static int names_id(void *arg, uint64_t off, const struct went *e)
 	if (w->rmdir && e->kind == W_MKDIR)
 		return 1;
 	for (size_t j = 0; j < w->n; j++)
-		if (e->ino == w->id[j])
+		if (e->ino == w->id[j] || (e->kind == W_SWAP && e->a == w->id[j]))
 			return 1;
 	return 0;
 }
@@ -1323,7 +1339,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	uint64_t *ino = fx_calloc(n, sizeof(uint64_t)), at, salt, rec_end;
 	struct wname *nm = fx_calloc(P->nsteps + 1, sizeof(*nm));
 	const char **fpath = fx_calloc(n, sizeof(*fpath));
-	uint64_t *cset = fx_calloc(n + P->nsteps + 1, sizeof(*cset));
+	uint64_t *cset = fx_calloc(n + 2 * P->nsteps + 1, sizeof(*cset));
 	struct wclone *cl = fx_calloc(n, sizeof(*cl));
 	struct btrfs_ioctl_usertrans_op *ops2 = NULL;
 	struct plan P2;
@@ -1366,9 +1382,12 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	}
 	assert_inodes(d, P, ino);
 	/* W4: the inodes it removes are touched too */
-	for (size_t k = 0; k < nnm; k++)
-		if (nm[k].kind == W_UNLINK || nm[k].kind == W_MOVE)
+	for (size_t k = 0; k < nnm; k++) {
+		if (nm[k].kind == W_UNLINK || nm[k].kind == W_MOVE || nm[k].kind == W_SWAP)
 			cset[n + k] = nm[k].ino;
+		if (nm[k].kind == W_SWAP)
+			cset[n + nnm + k] = nm[k].ino2;
+	}
 	memcpy(cset, ino, n * sizeof(*ino));
 	/*
 	 * W4, W10: open lazy records are flushed before anything but a lazy
@@ -1384,7 +1403,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	else if (d->wal_lazy > d->wal_applied || (d->lazy && d->wal_applied < d->wal_end))
 		r = 1;
 	else
-		r = wal_conflicts(d, cset, n + nnm);
+		r = wal_conflicts(d, cset, n + 2 * nnm);
 	if (r != 0) {
 		if (r > 0 && (r = fx_w_help(d)) >= 0)
 			r = 2; /* the tree moved on: plan again */

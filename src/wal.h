@@ -41,6 +41,9 @@ int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes);
 extern uint64_t fx_wal_max;
 /* Transactions writing more data than this take the undo way. */
 extern uint64_t fx_wal_large;
+/* W21: do steps k, k+1, k+2 of P exchange two names (the planner's way,
+ * through .fstx/new/)? */
+int fx_wal_swap_at(const struct plan *P, size_t k);
 /*
  * W13: is a pwrite of len bytes (into a file the transaction makes: newf)
  * staged in a file of its own and cloned into place, not logged?  Only

@@ -124,6 +124,9 @@ static int name_first(struct fstx_domain *d, struct ndirs *D, const struct wname
 	if (w->kind == W_LINK) /* W16 */
 		return fx_w_name_apply(d, w->kind, w->path, w->stage, w->ino, 0, NULL,
 				       UINT64_MAX);
+	if (w->kind == W_SWAP) /* W21 */
+		return fx_w_name_apply(d, w->kind, w->path, w->stage, w->ino, w->ino2, NULL,
+				       UINT64_MAX);
 	dfd = ndirs_parent(d, D, w->path, &dn);
 	if (dfd < 0)
 		r = dfd;
@@ -385,7 +388,7 @@ static int help_collect(struct fstx_domain *d, struct hpass *H, uint64_t size)
 		/* an inode a later record removes: its changes are moot (W5);
 		 * not its rename, or the removal would find it elsewhere */
 		if (x->kind != W_UNLINK && x->kind != W_MKDIR && x->kind != W_MOVE &&
-		    fx_w_gone_later(d, x->ino, x->off))
+		    x->kind != W_SWAP && fx_w_gone_later(d, x->ino, x->off))
 			x->skip = 1;
 		else
 			x->skip = (uint32_t)hent_later(hslot_of(H, x->ino), x);
@@ -441,8 +444,8 @@ static int apply_ent(struct fstx_domain *d, struct hpass *H,
 		return fx_w_name_apply(d, e->kind, in->path, in->name, e->ino, 0, t, in->off);
 	}
 	if (W_IS_NAME(e->kind))
-		return fx_w_name_apply(d, e->kind, in->path, in->name, e->ino,
-				       (uint32_t)e->a, NULL, in->off);
+		return fx_w_name_apply(d, e->kind, in->path, in->name, e->ino, e->a, NULL,
+				       in->off);
 	if ((fd = help_fd(d, H, in->path, e->ino)) < 0)
 		return fd;
 	if (e->kind == W_PWRITE)

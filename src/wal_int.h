@@ -42,9 +42,9 @@
  * (W_MKDIR, W_NEWF, W_UNLINK, W_SYMLINK) come before its other entries. */
 enum { W_PWRITE = 1, W_TRUNC = 2, W_SETX = 3, W_MKDIR = 4, W_NEWF = 5,
        W_UNLINK = 6, W_SYMLINK = 7, W_CLONE = 8, W_RMX = 9, W_MOVE = 10,
-       W_LINK = 11 };
+       W_LINK = 11, W_SWAP = 12 };
 #define W_IS_NAME(k) (((k) >= W_MKDIR && (k) <= W_SYMLINK) || (k) == W_MOVE || \
-		      (k) == W_LINK)
+		      (k) == W_LINK || (k) == W_SWAP)
 /* A name entry whose name field is the path of an object of the tree */
 #define W_FROM_TREE(k) ((k) == W_MOVE || (k) == W_LINK)
 /* A new object staged in .fstx/wnew/ before its record (W2) */
@@ -72,7 +72,7 @@ static inline unsigned w_objects(uint32_t kind, uint32_t nlen, uint64_t a)
 		return W_OBJ_FILE;
 	if (kind == W_MOVE) /* a directory too: its ".." changes (W20) */
 		return W_OBJ_PARENT | W_OBJ_SRC | (a == S_IFDIR ? W_OBJ_FILE : 0);
-	if (kind == W_LINK) /* a second name: its directory */
+	if (kind == W_LINK || kind == W_SWAP) /* names in one directory */
 		return W_OBJ_PARENT;
 	return W_OBJ_PARENT | (kind == W_MKDIR ? W_OBJ_FILE : 0) |
 	       (nlen ? W_OBJ_WNEW : 0);
@@ -136,7 +136,9 @@ struct wname {
 	int made;               /* W_MKDIR: its staged directory is made, */
 	int sfd;                /* ... and open here (O_PATH), else -1 */
 	uint64_t ino;           /* W_NEWF, W_SYMLINK: its inode; W_UNLINK: the
-				 * one removed; W_MOVE: the one moved */
+				 * one removed; W_MOVE: the one moved; W_SWAP:
+				 * the one at path before, at stage after */
+	uint64_t ino2;          /* W_SWAP: the one at stage before, at path after */
 	size_t op;              /* the op that creates it */
 };
 
@@ -193,9 +195,10 @@ int fx_w_rmx(int fd, const char *name);
 int fx_w_clone_in(struct fstx_domain *d, int fd, const struct went *e,
 		  const char *name, const unsigned char *data);
 /* Make a name entry's new name hold its object (W5), for the record at
- * off (UINT64_MAX: the writer's own); 0 or -errno. */
+ * off (UINT64_MAX: the writer's own); a: the entry's (the mode asked for,
+ * or W_SWAP's other inode).  0 or -errno. */
 int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
-		    const char *stage, uint64_t ino, uint32_t mode,
+		    const char *stage, uint64_t ino, uint64_t a,
 		    const char *target, uint64_t off);
 /* The inode a record's entry of inode ino finds now (d->wal_remap). */
 uint64_t fx_w_ino(const struct fstx_domain *d, uint64_t ino);

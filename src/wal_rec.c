@@ -27,11 +27,13 @@
  *     0 u32 kind: 1 pwrite, 2 truncate, 3 setxattr, 4 mkdir, 5 new file,
  *       6 remove, 7 new symlink, 8 clone from a staged file (W13),
  *       9 removexattr, 10 rename of an object of the tree (W15), 11 a
- *       new name (hard link) of an object of the tree (W16)
+ *       new name (hard link) of an object of the tree (W16), 12 an
+ *       exchange of two names in one directory (W21)
  *     4 u32 path length     8 u64 inode number the file must have (mkdir 0)
  *    16 u64 a: pwrite offset, truncate size, setxattr 0, mode (4, 5), 0 (6, 7),
  *       the offset in the file and in the staged file (8), 0 (9, 11),
- *       0 or S_IFDIR (0x4000: a directory, W20) (10)
+ *       0 or S_IFDIR (0x4000: a directory, W20) (10), the inode that
+ *       ends at the path (12; the entry's inode ends at the name)
  *    24 u64 b: pwrite length, truncate 0, setxattr value length, 0 (4-6),
  *       the target's length (7: 1 to PATH_MAX - 1), 16 (8), 0 (9-11)
  *    32 u32 name length: the xattr name (setxattr, removexattr), the staged object
@@ -40,7 +42,7 @@
  *       staged data of a clone: .fstx/wnew/NAME) or where the removed
  *       object waits for the checkpoint (remove): .fstx/wnew/NAME; the
  *       canonical path a rename moves the object from (10), or a link
- *       gives it a new name after (11); else 0
+ *       gives it a new name after (11), or an exchange swaps with (12); else 0
  *       (at most W_NAME_MAX)                                   36 u32 0
  *    40 the canonical path (no NUL), the name (no NUL), b bytes of data
  *       (none for a truncate; a new symlink's target, no NUL; a clone's
@@ -64,6 +66,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <stdio.h> /* RENAME_EXCHANGE */
 #include <sys/stat.h>
 
 #define W_FILE_MAGIC "FSTXWAL1"
@@ -423,6 +426,43 @@ static int move_apply(struct fstx_domain *d, const char *path, const char *src,
 }
 
 /*
+ * W21: objects ino (at path before) and ino2 (at other before) exchange
+ * their names in one directory.  Exchanged when path holds ino and other
+ * ino2; else done when each name holds the object it gets, or that object
+ * is gone (a later record removes it, and may have put another there);
+ * else -ESTALE.  rd: lstat(path)'s result, in *st.
+ */
+static int swap_apply(struct fstx_domain *d, const char *path, const char *other,
+		      uint64_t ino, uint64_t ino2, uint64_t off, int rd, const struct stat *st)
+{
+	struct stat ost;
+	int ro = fx_lstat(d, other, &ost), pdir, odir, r;
+	const char *pn, *on;
+
+	if (rd < 0 && rd != -ENOENT)
+		return rd;
+	if (ro < 0 && ro != -ENOENT)
+		return ro;
+	if (rd || ro || (uint64_t)st->st_ino != ino || (uint64_t)ost.st_ino != ino2) {
+		/* done: each name holds its object, or the object is gone */
+		if (((rd == 0 && (uint64_t)st->st_ino == ino2) || fx_w_gone_later(d, ino2, off)) &&
+		    ((ro == 0 && (uint64_t)ost.st_ino == ino) || fx_w_gone_later(d, ino, off)))
+			return 0;
+		return -ESTALE;
+	}
+	if ((pdir = fx_parent(d, path, &pn)) < 0)
+		return pdir;
+	if ((odir = fx_parent(d, other, &on)) < 0) {
+		fx_os.close(pdir);
+		return odir;
+	}
+	r = fx_os.renameat2(pdir, pn, odir, on, RENAME_EXCHANGE);
+	fx_os.close(pdir);
+	fx_os.close(odir);
+	return r;
+}
+
+/*
  * W16: a second name, path, for object ino, first named src.  Done when
  * path holds it; else linked when src holds it; anything else is -ESTALE
  * (no later record removes a name of it, W17).  rd:
@@ -452,14 +492,17 @@ static int link_apply(struct fstx_domain *d, const char *path, const char *src,
  * its inode: the staged file's, or the one its staged name links to.
  */
 int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
-		    const char *stage, uint64_t ino, uint32_t mode,
+		    const char *stage, uint64_t ino, uint64_t a,
 		    const char *target, uint64_t off)
 {
+	uint32_t mode = (uint32_t)a;
 	struct stat st, sst;
 	int r = fx_lstat(d, path, &st), rs;
 
 	if (kind == W_MOVE)
 		return move_apply(d, path, stage, ino, off, r < 0 ? r : 0, &st);
+	if (kind == W_SWAP)
+		return swap_apply(d, path, stage, ino, a, off, r < 0 ? r : 0, &st);
 	if (kind == W_LINK)
 		return link_apply(d, path, stage, ino, r < 0 ? r : 0, &st);
 
@@ -577,6 +620,8 @@ static int entry_check(const struct went *e, const char *path, const char *name,
 	if (e->kind == W_SYMLINK) /* b: its target's length */
 		return !e->b || e->b >= PATH_MAX || room < e->b || e->a ||
 		       !stage_ok(e->kind, name, e->nlen) ? -EUCLEAN : 0;
+	if (e->kind == W_SWAP) /* name: the other path; a: the other inode */
+		return e->b || !e->a || !e->ino || !path_ok(name, e->nlen) ? -EUCLEAN : 0;
 	if (W_FROM_TREE(e->kind)) /* name: the path it moves from, or links;
 				   * a: S_IFDIR for a directory's rename */
 		return e->b || (e->a && (e->kind != W_MOVE || e->a != S_IFDIR)) ||
@@ -740,7 +785,7 @@ static int replay_entry(struct fstx_domain *d, const struct went *e,
 	int fd, r;
 
 	if (e->kind != W_UNLINK && e->kind != W_MKDIR && e->kind != W_MOVE &&
-	    fx_w_gone_later(d, e->ino, v->off))
+	    e->kind != W_SWAP && fx_w_gone_later(d, e->ino, v->off))
 		return 0; /* a later record removes it: its state is moot */
 	if (e->kind == W_SYMLINK) {
 		char t[PATH_MAX];
@@ -753,8 +798,7 @@ static int replay_entry(struct fstx_domain *d, const struct went *e,
 		return fx_w_name_apply(d, e->kind, path, name, e->ino, 0, t, v->off);
 	}
 	if (W_IS_NAME(e->kind))
-		return fx_w_name_apply(d, e->kind, path, name, e->ino, (uint32_t)e->a, NULL,
-				       v->off);
+		return fx_w_name_apply(d, e->kind, path, name, e->ino, e->a, NULL, v->off);
 	if ((fd = visit_fd(d, e, path, v)) < 0)
 		return fd;
 	switch (e->kind) {
@@ -934,7 +978,8 @@ static void name_entry(const struct wname *nm, struct went *e)
 {
 	*e = (struct went){ .kind = nm->kind, .plen = (uint32_t)strlen(nm->path),
 			    .ino = nm->ino,
-			    .a = nm->kind == W_UNLINK || nm->kind == W_SYMLINK ? 0 : nm->mode,
+			    .a = nm->kind == W_SWAP ? nm->ino2 :
+				 nm->kind == W_UNLINK || nm->kind == W_SYMLINK ? 0 : nm->mode,
 			    .b = nm->kind == W_SYMLINK ? strlen(nm->target) : 0,
 			    .nlen = (uint32_t)strlen(nm->stage) };
 }

@@ -102,6 +102,22 @@ static size_t names_made(struct fstx_domain *d, const struct plan *P,
  * .fstx/new/, then its MOVE to the new name) of initial objects, in step
  * order; the new count, or SIZE_MAX when memory runs out.
  */
+int fx_wal_swap_at(const struct plan *P, size_t k)
+{
+	const struct fx_step *s = &P->steps[k];
+	const struct btrfs_ioctl_usertrans_op *op = &P->ops[s->op];
+
+	if (k + 2 >= P->nsteps || op->op != FSTX_OP_RENAME || op->args[2] != RENAME_EXCHANGE)
+		return 0;
+	for (int j = 0; j < 3; j++)
+		if (s[j].kind != FX_ST_MOVE || s[j].newid || !s[j].ino || s[j].op != s->op)
+			return 0;
+	return fx_under(s[0].dst, FX_NEW) && !fx_under(s[0].src, FX_META) &&
+	       !strcmp(s[1].dst, s[0].src) && !fx_under(s[1].src, FX_META) &&
+	       !strcmp(s[2].src, s[0].dst) && !strcmp(s[2].dst, s[1].src) &&
+	       s[2].ino == s[0].ino;
+}
+
 static size_t names_moved(const struct plan *P, struct wname *nm, size_t n)
 {
 	for (size_t k = 0; k < P->nsteps; k++) {
@@ -109,6 +125,15 @@ static size_t names_moved(const struct plan *P, struct wname *nm, size_t n)
 		const char *from = s->src;
 		uint32_t kind = W_MOVE;
 
+		if (fx_wal_swap_at(P, k)) { /* W21: one entry for the three steps */
+			nm[n] = (struct wname){ .kind = W_SWAP, .path = s->src, .ino = s->ino,
+						.ino2 = s[1].ino, .op = s->op, .step = k,
+						.dir = -1, .sfd = -1, .stage = fx_strdup(s[1].src) };
+			if (!nm[n++].stage)
+				return SIZE_MAX;
+			k += 2;
+			continue;
+		}
 		if (s->kind != FX_ST_MOVE || s->newid || fx_under(s->dst, FX_TRASH))
 			continue;
 		if (fx_under(s->src, FX_NEW)) { /* the link's first name */
@@ -449,6 +474,51 @@ static int dir_move_declined(const struct plan *P, const struct wname *nm, size_
  * transaction (removals go first, W2).  A directory's entry says so in
  * its mode (S_IFDIR).
  */
+/* 1 if p and q lie in one directory. */
+static int same_dir(const char *p, const char *q)
+{
+	const char *a = strrchr(p, '/'), *b = strrchr(q, '/');
+
+	return (!a && !b) || (a && b && a - p == b - q && !strncmp(p, q, (size_t)(a - p)));
+}
+
+/*
+ * W21: an exchange the log takes is of two files or symlinks of the tree
+ * in one directory (one directory's change, whatever persists), that no
+ * other name entry or op of the transaction names by inode or by either
+ * name.
+ */
+static int swap_declined(struct fstx_domain *d, const struct plan *P, const struct wname *nm,
+			 size_t nnm, size_t k)
+{
+	const struct wname *m = &nm[k];
+	struct stat a, b;
+
+	if (strlen(m->stage) > W_NAME_MAX || in_meta(m->path) || in_meta(m->stage) ||
+	    !same_dir(m->path, m->stage) || fx_lstat(d, m->path, &a) < 0 ||
+	    fx_lstat(d, m->stage, &b) < 0 || (uint64_t)a.st_ino != m->ino ||
+	    (uint64_t)b.st_ino != m->ino2 || !(S_ISREG(a.st_mode) || S_ISLNK(a.st_mode)) ||
+	    !(S_ISREG(b.st_mode) || S_ISLNK(b.st_mode)))
+		return 1;
+	for (size_t j = 0; j < nnm; j++) {
+		const struct wname *o = &nm[j];
+
+		if (j != k && (o->ino == m->ino || o->ino == m->ino2 ||
+			       (o->path && (!strcmp(o->path, m->path) || !strcmp(o->path, m->stage))) ||
+			       ((W_FROM_TREE(o->kind) || o->kind == W_SWAP) &&
+				(!strcmp(o->stage, m->path) || !strcmp(o->stage, m->stage)))))
+			return 1;
+	}
+	for (size_t i = 0; i < P->nops; i++) {
+		const struct pop *po = &P->pops[i];
+
+		if (i != m->op && (at_or_under(po->cpath, m->path) || at_or_under(po->cpath, m->stage) ||
+				   at_or_under(po->cpath2, m->path) || at_or_under(po->cpath2, m->stage)))
+			return 1;
+	}
+	return 0;
+}
+
 int fx_w_move_declined(struct fstx_domain *d, const struct plan *P, struct wname *nm,
 		       size_t nnm)
 {
@@ -456,6 +526,11 @@ int fx_w_move_declined(struct fstx_domain *d, const struct plan *P, struct wname
 		struct wname *m = &nm[k];
 		struct stat st;
 
+		if (m->kind == W_SWAP) {
+			if (swap_declined(d, P, nm, nnm, k))
+				return 1;
+			continue;
+		}
 		if (m->kind == W_UNLINK && is_rmdir(m))
 			for (size_t j = 0; j < nnm; j++)
 				if (W_FROM_TREE(nm[j].kind))
@@ -477,7 +552,8 @@ int fx_w_move_declined(struct fstx_domain *d, const struct plan *P, struct wname
 
 			if (j == k)
 				continue;
-			if ((W_FROM_TREE(o->kind) || o->kind == W_UNLINK) && o->ino == m->ino)
+			if ((W_FROM_TREE(o->kind) || o->kind == W_UNLINK || o->kind == W_SWAP) &&
+			    (o->ino == m->ino || (o->kind == W_SWAP && o->ino2 == m->ino)))
 				return 1;
 			if (W_FROM_TREE(o->kind) && !strcmp(o->stage, m->path))
 				return 1;

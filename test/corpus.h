@@ -103,10 +103,10 @@ static const char *const corpus[] = {
 	"open 0 nd/x O_WRONLY|O_CREAT\npwrite 0 \"x\" 0\nclose 0\n"
 	"open 1 nd/y O_WRONLY|O_CREAT\nclose 1\nsymlink x nd/l\n",
 	/* 17: a directory built under a temporary name and published, a
-	 * name of a hard-linked file removed, a directory of the tree moved
-	 * (the log's W18, W17, W20) */
+	 * name of a hard-linked file removed, a directory of the tree moved,
+	 * two files exchanged (the log's W18, W17, W20, W21) */
 	"mkdir tmp 0755\nopen 0 tmp/x O_WRONLY|O_CREAT\npwrite 0 \"x\" 0\nclose 0\n"
-	"mkdir tmp/s\nrename tmp pub\nunlink hard\nrename d/e e9\n",
+	"mkdir tmp/s\nrename tmp pub\nunlink hard\nrename d/e e9\nrename a old exchange\n",
 };
 
 #define NFIXED (sizeof(corpus) / sizeof(corpus[0]))

@@ -562,7 +562,7 @@ static void crash_only_then_durable(void **state)
 static void barriers(void **state)
 {
 	static const char *const text[] = {
-		"rename a b exchange\n", /* an exchange: the undo way */
+		"rename a empty exchange\n", /* a file and a directory exchanged: the undo way */
 		"open 0 a O_RDWR\npwrite 0 \"x\" 0\nsetxattr a user.k \"v9\"\n"
 		"rename d/e d/c exchange\n", /* an exchange: the undo way */
 		NULL, /* 1000 files in a new directory: 3001 ops */

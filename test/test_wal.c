@@ -58,7 +58,8 @@
  * kill and fault sweeps too), clones a range of old into a (staged, W19)
  * and replaces b by a new file, which the last one writes again (a
  * handle's kept fd of the old b must not be used) while it publishes a
- * new directory built under another name (W18).
+ * new directory built under another name (W18) and exchanges old with
+ * hard, the old b's other name (W21).
  */
 static const char *const seq[NSEQ] = {
 	"option wal\nopen 0 a O_WRONLY\npwrite 0 \"ONE\" 0\nsetxattr a user.n \"1\"\n"
@@ -73,7 +74,8 @@ static const char *const seq[NSEQ] = {
 	"clonerange 2 1 0 3 1\nopen 0 b.new O_WRONLY|O_CREAT|O_EXCL 0644\n"
 	"pwrite 0 \"five\" 0\nclose 0\nrename b.new b\n",
 	"option wal\nopen 0 b O_WRONLY\npwrite 0 \"SIX\" 1\nsetxattr a user.n \"6\"\n"
-	"mkdir tmp\nopen 1 tmp/x O_WRONLY|O_CREAT\npwrite 1 \"x\" 0\nrename tmp pub\n",
+	"mkdir tmp\nopen 1 tmp/x O_WRONLY|O_CREAT\npwrite 1 \"x\" 0\nrename tmp pub\n"
+	"rename old hard exchange\n",
 };
 static char *seqtx[NSEQ]; /* with @BIG expanded */
 static char *seqcx[NSEQ]; /* the same, crash-only */
@@ -1929,7 +1931,7 @@ static void names_move_dir(void **state)
 	assert_int_equal(tx_text(d, "rename d/e d/e2\n", NULL), 0);
 	assert_true(wal_salt(d) != salt); /* its record is the log's first */
 	fo_install(FO_COUNT, 0, 0); /* the checkpoint fsyncs the directory */
-	assert_int_equal(tx_text(d, "rename a b exchange\n", NULL), 0);
+	assert_int_equal(tx_text(d, "rename a empty exchange\n", NULL), 0);
 	fo_remove();
 	assert_true(fo_synced(ino_at(d, "d/e2")));
 	t_drop(d);
@@ -1978,6 +1980,74 @@ static void names_rmdir_made(void **state)
 	replay_twice(d, want);
 	free(want);
 	t_drop(d);
+}
+
+/* Exchange the names from and to of d (renameat2 RENAME_EXCHANGE). */
+static void swap_rel(const char *d, const char *from, const char *to)
+{
+	char *p, *q;
+
+	assert_true(asprintf(&p, "%s/%s", d, from) > 0);
+	assert_true(asprintf(&q, "%s/%s", d, to) > 0);
+	assert_int_equal(renameat2(AT_FDCWD, p, AT_FDCWD, q, RENAME_EXCHANGE), 0);
+	free(p);
+	free(q);
+}
+
+/*
+ * W21: exchanges of two files or symlinks in one directory ride the log:
+ * one barrier, the undo way's tree, replay twice the same with the
+ * exchange kept or lost, or with both files removed by a later record.
+ * One of files a record names checkpoints first;
+ * one beside another op on either name, or across two directories,
+ * takes the undo way.
+ */
+static void names_exchange(void **state)
+{
+	static const char *const tx[] = {
+		"rename a b exchange\nopen 0 d/c O_WRONLY\npwrite 0 \"y\" 0\n",
+		"rename ln old exchange\n",
+	};
+	static const char *const pair[][2] = { { "a", "b" }, { "ln", "old" } };
+	static const char *const undo[] = {
+		"rename a b exchange\nopen 0 a O_WRONLY\npwrite 0 \"z\" 0\n",
+		"rename a d/c exchange\n",
+	};
+	unsigned long long salt;
+	char *want, *d;
+
+	(void)state;
+	for (size_t k = 0; k < 2; k++) {
+		want = logged_as_undo(tx[k]);
+		d = log_one_barrier(tx[k]);
+		swap_rel(d, pair[k][0], pair[k][1]); /* power loss kept no exchange */
+		replay_twice(d, want);
+		free(want);
+		t_drop(d);
+	}
+	/* both objects removed later, a new file at one name: replay finds
+	 * neither, and the exchange done */
+	d = log_one_barrier("rename a old exchange\n");
+	assert_int_equal(tx_text(d, "unlink a\nunlink old\nopen 0 a O_WRONLY|O_CREAT\n"
+				    "pwrite 0 \"n\" 0\n", NULL), 0);
+	want = t_snapshot(d);
+	replay_twice(d, want);
+	free(want);
+	t_drop(d);
+	d = log_one_barrier("open 0 a O_WRONLY\npwrite 0 \"first\" 0\n");
+	salt = wal_salt(d);
+	assert_int_equal(tx_text(d, "rename a b exchange\n", NULL), 0);
+	assert_true(wal_salt(d) != salt); /* checkpointed first */
+	want = t_snapshot(d);
+	replay_twice(d, want);
+	free(want);
+	t_drop(d);
+	for (size_t k = 0; k < 2; k++) {
+		d = t_fresh();
+		assert_int_equal(tx_text(d, undo[k], NULL), 0);
+		assert_int_equal(wal_end_dir(d), 1024); /* the undo way: no record */
+		t_drop(d);
+	}
 }
 
 /* A fresh domain where a and d/c have second names a.h and d/c.h. */
@@ -3020,6 +3090,7 @@ int main(void)
 		cmocka_unit_test(names_move),
 		cmocka_unit_test(names_move_logged),
 		cmocka_unit_test(names_move_dir),
+		cmocka_unit_test(names_exchange),
 		cmocka_unit_test(names_link),
 		cmocka_unit_test(names_unlink_linked),
 		cmocka_unit_test(names_dir_renamed),
