@@ -1048,6 +1048,16 @@ static unsigned long long wal_salt(const char *d)
 	return salt;
 }
 
+/* Replay after another boot leaves d as it is, twice; drops d. */
+static void replays_as_is(char *d)
+{
+	char *want = t_snapshot(d);
+
+	replay_twice(d, want);
+	free(want);
+	t_drop(d);
+}
+
 /* .fstx/wnew/SALT-400-STEP plus tail, of d's first record (at 0x400). */
 static char *staged_at(const char *d, int step, const char *tail)
 {
@@ -1797,7 +1807,7 @@ static void names_move(void **state)
  */
 static void names_move_logged(void **state)
 {
-	char *d = log_one_barrier("open 0 a O_WRONLY\npwrite 0 \"first\" 0\n"), *want;
+	char *d = log_one_barrier("open 0 a O_WRONLY\npwrite 0 \"first\" 0\n");
 	unsigned long long salt = wal_salt(d);
 
 	(void)state;
@@ -1806,10 +1816,7 @@ static void names_move_logged(void **state)
 	fo_remove();
 	assert_true(fo.barriers > 1); /* the checkpoint's too, W6 */
 	assert_true(wal_salt(d) != salt); /* the log holds the rename's record alone */
-	want = t_snapshot(d);
-	replay_twice(d, want);
-	free(want);
-	t_drop(d);
+	replays_as_is(d);
 }
 
 /*
@@ -1871,6 +1878,21 @@ static void names_dir_renamed(void **state)
  * holds a record checkpoints first; one with another op under its old or
  * new name takes the undo way.
  */
+/* tx logged with one barrier, the undo way's tree; lose(d, x, y) takes
+ * back a name change power loss did not keep, and replay after another
+ * boot leaves the undo way's tree twice. */
+static void lost_then_replayed(const char *tx, void (*lose)(const char *, const char *,
+							    const char *),
+			       const char *x, const char *y)
+{
+	char *want = logged_as_undo(tx), *d = log_one_barrier(tx);
+
+	lose(d, x, y);
+	replay_twice(d, want);
+	free(want);
+	t_drop(d);
+}
+
 /* In d, a directory path of 4016 bytes, D; then a new directory t with a
  * file of a 250-byte name renamed to D/p: the file's final path passes
  * PATH_MAX, which no entry of the log takes (W18: the undo way), so
@@ -1915,17 +1937,11 @@ static void names_move_dir(void **state)
 	};
 	static const char *const back[][2] = { { "d/e2", "d/e" }, { "e3", "d/e" } };
 	unsigned long long salt;
-	char *want, *d;
+	char *d;
 
 	(void)state;
-	for (size_t k = 0; k < 2; k++) {
-		want = logged_as_undo(tx[k]);
-		d = log_one_barrier(tx[k]);
-		mv_rel(d, back[k][0], back[k][1]); /* power loss kept no rename */
-		replay_twice(d, want);
-		free(want);
-		t_drop(d);
-	}
+	for (size_t k = 0; k < 2; k++) /* power loss kept no rename */
+		lost_then_replayed(tx[k], mv_rel, back[k][0], back[k][1]);
 	d = log_one_barrier("open 0 a O_WRONLY\npwrite 0 \"first\" 0\n");
 	salt = wal_salt(d);
 	assert_int_equal(tx_text(d, "rename d/e d/e2\n", NULL), 0);
@@ -1953,10 +1969,7 @@ static void names_move_dir(void **state)
 					"pwrite 0 \"z\" 0\n", NULL), 0);
 	assert_true(domain_recover(d) >= 0);
 	expect_prefix(d, "d/e2/f", "f", 0);
-	want = t_snapshot(d);
-	replay_twice(d, want);
-	free(want);
-	t_drop(d);
+	replays_as_is(d);
 }
 
 /*
@@ -1968,7 +1981,7 @@ static void names_move_dir(void **state)
  */
 static void names_rmdir_made(void **state)
 {
-	char *d = log_one_barrier("mkdir pub\n"), *want;
+	char *d = log_one_barrier("mkdir pub\n");
 	unsigned long long salt = wal_salt(d);
 
 	(void)state;
@@ -1976,10 +1989,7 @@ static void names_rmdir_made(void **state)
 	assert_true(wal_salt(d) != salt); /* checkpointed first */
 	assert_int_equal(tx_text(d, "open 0 pub O_WRONLY|O_CREAT\npwrite 0 \"f\" 0\n",
 				 NULL), 0);
-	want = t_snapshot(d);
-	replay_twice(d, want);
-	free(want);
-	t_drop(d);
+	replays_as_is(d);
 }
 
 /* Exchange the names from and to of d (renameat2 RENAME_EXCHANGE). */
@@ -2014,34 +2024,22 @@ static void names_exchange(void **state)
 		"rename a d/c exchange\n",
 	};
 	unsigned long long salt;
-	char *want, *d;
+	char *d;
 
 	(void)state;
-	for (size_t k = 0; k < 2; k++) {
-		want = logged_as_undo(tx[k]);
-		d = log_one_barrier(tx[k]);
-		swap_rel(d, pair[k][0], pair[k][1]); /* power loss kept no exchange */
-		replay_twice(d, want);
-		free(want);
-		t_drop(d);
-	}
+	for (size_t k = 0; k < 2; k++) /* power loss kept no exchange */
+		lost_then_replayed(tx[k], swap_rel, pair[k][0], pair[k][1]);
 	/* both objects removed later, a new file at one name: replay finds
 	 * neither, and the exchange done */
 	d = log_one_barrier("rename a old exchange\n");
 	assert_int_equal(tx_text(d, "unlink a\nunlink old\nopen 0 a O_WRONLY|O_CREAT\n"
 				    "pwrite 0 \"n\" 0\n", NULL), 0);
-	want = t_snapshot(d);
-	replay_twice(d, want);
-	free(want);
-	t_drop(d);
+	replays_as_is(d);
 	d = log_one_barrier("open 0 a O_WRONLY\npwrite 0 \"first\" 0\n");
 	salt = wal_salt(d);
 	assert_int_equal(tx_text(d, "rename a b exchange\n", NULL), 0);
 	assert_true(wal_salt(d) != salt); /* checkpointed first */
-	want = t_snapshot(d);
-	replay_twice(d, want);
-	free(want);
-	t_drop(d);
+	replays_as_is(d);
 	for (size_t k = 0; k < 2; k++) {
 		d = t_fresh();
 		assert_int_equal(tx_text(d, undo[k], NULL), 0);
@@ -2092,10 +2090,7 @@ static void names_unlink_linked(void **state)
 	fo_remove();
 	assert_true(fo.barriers > 1); /* the checkpoint's too, W6 */
 	assert_true(wal_salt(d) != salt); /* the log holds the removal alone */
-	want = t_snapshot(d);
-	replay_twice(d, want);
-	free(want);
-	t_drop(d);
+	replays_as_is(d);
 }
 
 static int other_mount(int fd, uint64_t *id)
