@@ -431,6 +431,20 @@ static int at_or_under(const char *p, const char *dir)
 	return p && (!strcmp(p, dir) || is_under(p, dir));
 }
 
+/* 1 if an op of P other than op skip names a path at or under a or b
+ * (W20, W21: the renamed names are the op's alone). */
+static int ops_name(const struct plan *P, size_t skip, const char *a, const char *b)
+{
+	for (size_t i = 0; i < P->nops; i++) {
+		const struct pop *po = &P->pops[i];
+
+		if (i != skip && (at_or_under(po->cpath, a) || at_or_under(po->cpath, b) ||
+				  at_or_under(po->cpath2, a) || at_or_under(po->cpath2, b)))
+			return 1;
+	}
+	return 0;
+}
+
 /*
  * W20: a directory of the tree is renamed alone: no other name entry and
  * no other op of the transaction names a path at or under its old or its
@@ -452,28 +466,9 @@ static int dir_move_declined(const struct plan *P, const struct wname *nm, size_
 		     (at_or_under(o->stage, m->path) || at_or_under(o->stage, m->stage))))
 			return 1;
 	}
-	for (size_t i = 0; i < P->nops; i++) {
-		const struct pop *po = &P->pops[i];
-
-		if (i == m->op)
-			continue;
-		if (at_or_under(po->cpath, m->path) || at_or_under(po->cpath, m->stage) ||
-		    at_or_under(po->cpath2, m->path) || at_or_under(po->cpath2, m->stage))
-			return 1;
-	}
-	return 0;
+	return ops_name(P, m->op, m->path, m->stage);
 }
 
-/*
- * W15, W16, W20: the renames and links the log takes are of a file or
- * symlink of the tree, or renames of a directory of the tree (W20), each
- * object renamed or linked once and not removed by the same transaction,
- * from a path of at most W_NAME_MAX bytes (the entry's name), to a name
- * that no other rename or link leaves or uses (no chains, no cycles),
- * from a name no new directory takes, and with no rmdir in the
- * transaction (removals go first, W2).  A directory's entry says so in
- * its mode (S_IFDIR).
- */
 /* 1 if p and q lie in one directory. */
 static int same_dir(const char *p, const char *q)
 {
@@ -509,16 +504,19 @@ static int swap_declined(struct fstx_domain *d, const struct plan *P, const stru
 				(!strcmp(o->stage, m->path) || !strcmp(o->stage, m->stage)))))
 			return 1;
 	}
-	for (size_t i = 0; i < P->nops; i++) {
-		const struct pop *po = &P->pops[i];
-
-		if (i != m->op && (at_or_under(po->cpath, m->path) || at_or_under(po->cpath, m->stage) ||
-				   at_or_under(po->cpath2, m->path) || at_or_under(po->cpath2, m->stage)))
-			return 1;
-	}
-	return 0;
+	return ops_name(P, m->op, m->path, m->stage);
 }
 
+/*
+ * W15, W16, W20: the renames and links the log takes are of a file or
+ * symlink of the tree, or renames of a directory of the tree (W20), each
+ * object renamed or linked once and not removed by the same transaction,
+ * from a path of at most W_NAME_MAX bytes (the entry's name), to a name
+ * that no other rename or link leaves or uses (no chains, no cycles),
+ * from a name no new directory takes, and with no rmdir in the
+ * transaction (removals go first, W2).  A directory's entry says so in
+ * its mode (S_IFDIR).
+ */
 int fx_w_move_declined(struct fstx_domain *d, const struct plan *P, struct wname *nm,
 		       size_t nnm)
 {
