@@ -936,20 +936,15 @@ static int other_names(struct fstx_domain *d, const struct fx_step *s)
 {
 	struct stat st;
 
-	if (d->wal_end <= W_START) /* an empty log names nothing */
-		return 0;
 	return fx_lstat(d, s->src, &st) < 0 || (uint64_t)st.st_ino != s->ino ||
 	       (!S_ISDIR(st.st_mode) && st.st_nlink > 1);
 }
 
-/* Does step s rename a directory (W20)?  Asked only of a log that holds
- * a record. */
+/* Does step s rename a directory (W20)? */
 static int moves_dir(struct fstx_domain *d, const struct fx_step *s)
 {
 	struct stat st;
 
-	if (d->wal_end <= W_START)
-		return 0;
 	return fx_lstat(d, s->src, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
@@ -991,6 +986,8 @@ static int moves_first(struct fstx_domain *d, const struct plan *P)
 	struct wids w = { .n = 0 };
 	int r = 0;
 
+	if (d->wal_end <= W_START)
+		return 0; /* an empty log names nothing */
 	for (size_t k = 0; k < P->nsteps && r == 0; k++) {
 		const struct fx_step *s = &P->steps[k];
 
@@ -1007,7 +1004,7 @@ static int moves_first(struct fstx_domain *d, const struct plan *P)
 		else
 			w.id[w.n++] = s->ino;
 	}
-	if ((!w.n && !w.rmdir) || d->wal_end <= W_START)
+	if (!w.n && !w.rmdir)
 		return 0;
 	if (r == 0)
 		r = fx_w_each_entry(d, W_START, d->wal_end, 0, names_id, &w);
