@@ -556,33 +556,59 @@ static int wal_steps_ok(const struct plan *P)
 	return 1;
 }
 
-/* Does a transaction open a file O_APPEND?  Its appends are logged at
- * ends the log follows through pwrites and truncates (wal.c W14), not
- * through clones (W19), and a clone into such a file fails. */
-static int opens_append(const struct plan *P)
+static int obj_cmp(const void *a, const void *b)
 {
-	for (size_t i = 0; i < P->nops; i++)
-		if (P->ops[i].op == BTRFS_IOC_UT_OP_OPEN && (P->ops[i].args[1] & O_APPEND))
-			return 1;
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * What clone ranges need to know of the whole transaction, found once at
+ * its first clone: does it open a file O_APPEND (its appends are logged
+ * at ends the log follows through pwrites and truncates, wal.c W14, not
+ * through clones, and a clone into such a file fails), and which objects
+ * do its ops change the data or size of (W19: a clone's source must not
+ * change within the transaction), sorted.  0 or -ENOMEM.
+ */
+struct clone_facts {
+	int known, append;
+	int64_t *chg;
+	size_t nchg;
+};
+
+static int clone_facts(const struct plan *P, struct clone_facts *f)
+{
+	if (f->known)
+		return 0;
+	if (!(f->chg = fx_calloc(P->nops ? P->nops : 1, sizeof(*f->chg))))
+		return -ENOMEM;
+	for (size_t i = 0; i < P->nops; i++) {
+		const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+		int open = op->op == BTRFS_IOC_UT_OP_OPEN;
+
+		f->append |= open && (op->args[1] & O_APPEND);
+		if (op->op == BTRFS_IOC_UT_OP_PWRITE || op->op == BTRFS_IOC_UT_OP_TRUNCATE ||
+		    op->op == BTRFS_IOC_UT_OP_CLONERANGE ||
+		    (open && ((op->args[1] & O_ACCMODE) != O_RDONLY || (op->args[1] & O_TRUNC))))
+			f->chg[f->nchg++] = P->pops[i].obj;
+	}
+	qsort(f->chg, f->nchg, sizeof(*f->chg), obj_cmp);
+	f->known = 1;
 	return 0;
 }
 
-/* Does an op of P change the data or size of object obj (W19: the source
- * of a clone range must not change within the transaction)? */
-static int data_changed(const struct plan *P, int64_t obj)
+/* May op (a clone range whose source slot op sop opened) take the log? */
+static int clone_ok(const struct plan *P, const struct btrfs_ioctl_usertrans_op *op,
+		    size_t sop, struct clone_facts *f)
 {
-	for (size_t i = 0; i < P->nops; i++) {
-		const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+	const __s64 *a = op->args;
+	int64_t src = P->pops[sop].obj;
 
-		if (P->pops[i].obj != obj)
-			continue;
-		if (op->op == BTRFS_IOC_UT_OP_PWRITE || op->op == BTRFS_IOC_UT_OP_TRUNCATE ||
-		    op->op == BTRFS_IOC_UT_OP_CLONERANGE ||
-		    (op->op == BTRFS_IOC_UT_OP_OPEN &&
-		     ((op->args[1] & O_ACCMODE) != O_RDONLY || (op->args[1] & O_TRUNC))))
-			return 1;
-	}
-	return 0;
+	if (!a[3] || (uint64_t)a[4] + (uint64_t)a[3] > FX_WAL_MAX_OFF ||
+	    !P->pops[sop].check_ino || clone_facts(P, f) < 0 || f->append)
+		return 0;
+	return !bsearch(&src, f->chg, f->nchg, sizeof(*f->chg), obj_cmp);
 }
 
 static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertrans *ut,
@@ -591,6 +617,7 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 	const struct btrfs_ioctl_usertrans_op *ops = P->ops;
 	uint8_t *wr = fx_calloc(ut->num_fds ? ut->num_fds : 1, 1);
 	size_t *sop = fx_calloc(ut->num_fds ? ut->num_fds : 1, sizeof(*sop));
+	struct clone_facts cf = { 0 };
 	uint64_t bytes = 0;
 	int ok = 0;
 	size_t i;
@@ -639,9 +666,8 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 				goto out;
 			break;
 		case BTRFS_IOC_UT_OP_CLONERANGE: /* staged from its source (wal.c W19) */
-			if (!wr[a[0]] || wr[a[1]] || !a[3] || (uint64_t)a[4] + (uint64_t)a[3] > FX_WAL_MAX_OFF ||
-			    (ut->flags & (FSTX_UT_NOSYNC | FSTX_UT_LAZY)) || opens_append(P) ||
-			    !P->pops[sop[a[1]]].check_ino || data_changed(P, P->pops[sop[a[1]]].obj))
+			if (!wr[a[0]] || wr[a[1]] || (ut->flags & (FSTX_UT_NOSYNC | FSTX_UT_LAZY)) ||
+			    !clone_ok(P, op, sop[a[1]], &cf))
 				goto out;
 			break;
 		case BTRFS_IOC_UT_OP_CLOSE:
@@ -666,6 +692,7 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 out:
 	free(wr);
 	free(sop);
+	free(cf.chg);
 	return ok;
 }
 

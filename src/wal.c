@@ -335,8 +335,8 @@
  *      durable before the record, whose clone entry names it; the range
  *      is then cloned (or copied) into place as W13's.  The source is a
  *      file the transaction opens read-only and whose data no op of it
- *      changes (trans.c data_changed()), so the staged copy is what the
- *      op would read; durable transactions only (as W13), an explicit
+ *      changes, so the staged copy is what the op would read (trans.c
+ *      clone_ok()); durable transactions only (as W13), an explicit
  *      length, and none with an O_APPEND open (W14 follows sizes through
  *      pwrites and truncates, not clones; a clone into an O_APPEND file
  *      fails).  test_wal clone_log.
