@@ -1726,6 +1726,48 @@ static void clone_log(void **state)
 }
 
 /*
+ * W19 under failed allocations: cltx with each of its allocations failing
+ * in turn (once) commits the undo way's tree (an allocation the log needs,
+ * such as the one that lists what the transaction changes for its clones,
+ * declines the log) or fails with -ENOMEM and changes nothing.
+ */
+static void clone_oom(void **state)
+{
+	char *want = undo_after(cltx), *before = NULL, *got, *d;
+	long k, failed = 0, allocs;
+
+	(void)state;
+	for (k = 1;; k++) {
+		int r;
+
+		d = t_fresh();
+		free(before);
+		before = t_snapshot(d);
+		fo_install(FO_COUNT, 0, 0);
+		fo.alloc_at = k;
+		r = tx_text(d, cltx, NULL);
+		allocs = fo.allocs;
+		fo_remove();
+		assert_true(domain_recover(d) >= 0);
+		got = t_snapshot(d);
+		if (r == 0) {
+			assert_string_equal(got, want);
+		} else {
+			assert_true(r == -ENOMEM || r == -1000 - ENOMEM); /* or parsing's */
+			assert_string_equal(got, before);
+			failed++;
+		}
+		free(got);
+		t_drop(d);
+		if (allocs < k) /* past the last allocation: done */
+			break;
+	}
+	assert_true(failed > 0);
+	free(before);
+	free(want);
+}
+
+/*
  * removexattr rides the log: one barrier, the undo way's tree; replay
  * after another boot, with the removal kept (nothing left to remove) or
  * lost in place (the xattr back), leaves the same tree twice.
@@ -3082,6 +3124,7 @@ int main(void)
 		cmocka_unit_test(append_fixed),
 		cmocka_unit_test(removexattr_log),
 		cmocka_unit_test(clone_log),
+		cmocka_unit_test(clone_oom),
 		cmocka_unit_test(names_move),
 		cmocka_unit_test(names_move_logged),
 		cmocka_unit_test(names_move_dir),
