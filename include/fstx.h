@@ -142,17 +142,19 @@ extern "C" {
  * truncates (also by O_TRUNC), clone ranges from files it reads only,
  * setxattr of user.* xattrs of at most
  * 1 KiB with flags 0 and removexattr of user.* xattrs (compare ops allowed), with at most 1 MiB of data
- * (large overwrites on reflink filesystems staged instead) and every op predicted to
+ * logged (large overwrites on reflink filesystems staged instead, and new files of 512 KiB or
+ * more written whole before the record when there is more) and every op predicted to
  * succeed, is committed by one record in DIR/.fstx/wal and one fdatasync
  * of it (the commit point, however many files it creates), then applied
  * in place (a new file or symlink is made in DIR/.fstx/wnew/ before the
  * record and renamed to its name after the barrier); a later checkpoint
  * (one fsync of each file the log names, of each directory holding a new
  * name and of each new directory, then a new log header) makes the
- * changes durable in place and empties the log.  Any other transaction
- * (a rename of an object of the tree, link, removexattr or clonerange, an
- * unlink of a hard-linked name, more than 1 MiB of data) runs the undo
- * way.  Same promises as a durable
+ * changes durable in place and empties the log.  Renames, hard links,
+ * exchanges in one directory and clone ranges ride it too (fstx(7)).  Any
+ * other transaction (an exchange across directories, an xattr set with
+ * flags, more than 1 MiB of data to log besides large new files) runs the
+ * undo way.  Same promises as a durable
  * transaction, with one difference: should an in-place change fail after
  * the commit point (EIO, ENOSPC), commit returns that -errno, the handle
  * latches it, and the transaction stays committed: the next transaction

@@ -618,7 +618,6 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 	uint8_t *wr = fx_calloc(ut->num_fds ? ut->num_fds : 1, 1);
 	size_t *sop = fx_calloc(ut->num_fds ? ut->num_fds : 1, sizeof(*sop));
 	struct clone_facts cf = { 0 };
-	uint64_t bytes = 0;
 	int ok = 0;
 	size_t i;
 
@@ -649,8 +648,6 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 					  (uint64_t)a[3] + (uint64_t)a[2] > FX_WAL_MAX_OFF))
 				goto out;
 			res[i] = a[2];
-			if (!fx_wal_stages(d, ut->flags, (uint64_t)a[2], wr[a[0]] == 2))
-				bytes += (uint64_t)a[2]; /* else staged: W13 */
 			break;
 		case BTRFS_IOC_UT_OP_TRUNCATE:
 			if ((uint64_t)a[1] > FX_WAL_MAX_OFF)
@@ -687,8 +684,9 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 		if (op_fails(op, ut->flags, res[i], op->rval))
 			goto out;
 	}
-	/* large data: the undo way writes it once (and clones before-images) */
-	ok = bytes <= fx_wal_large;
+	/* large data: the undo way writes it once (and clones before-images),
+	 * but what W13 stages and W22 writes whole is not logged */
+	ok = fx_wal_logged(d, P, ut->flags, NULL) <= fx_wal_large;
 out:
 	free(wr);
 	free(sop);

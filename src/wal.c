@@ -21,7 +21,8 @@
  *      those with FSTX_UT_WAL or FSTX_UT_LAZY, for tests).
  *      A transaction takes this path only when trans.c finds it eligible:
  *      every op predicted to succeed (no FAIL_ON fires), at most
- *      fx_wal_large bytes of data (more is cheaper the undo way), nothing
+ *      fx_wal_large bytes of data logged (W13's staged overwrites and
+ *      W22's whole new files are not; more is cheaper the undo way), nothing
  *      past FX_WAL_MAX_OFF (replay refuses entries that are), its name
  *      steps only new files (open O_CREAT of an absent name) and new
  *      symlinks (either may then be renamed, also over an old one), new
@@ -369,6 +370,24 @@
  *      gone (a later record removes it), else -ESTALE.  Exchanges across
  *      directories or of directories take the undo way.  test_wal
  *      names_exchange.
+ *
+ * W22. Large new files are written whole before the record, not logged.
+ *      When a durable transaction's data to log (W1) passes fx_wal_large,
+ *      each new file it writes fx_wal_stage_min bytes or more into, that
+ *      no op but its one open (O_CREAT), pwrites, truncates, xattr ops,
+ *      renames and links touches (wal_stage.c fx_wal_logged()), gets every
+ *      change of the transaction in its staged file (W2) before the record
+ *      is appended, in op order; then each such file is fsynced (data,
+ *      size, xattrs), then the staged directory it was made in, if any, and
+ *      .fstx/wnew/ (wal_apply.c fx_w_apply_whole()), so the record is never
+ *      durable without them (as W13).  The record holds their name entries
+ *      and nothing of their data, and nothing applies their changes again
+ *      (not the writer, a helper or replay, W4, W5): the staged file holds
+ *      its final content, and its name entry puts it in place.  A staged
+ *      file lost with its name (W5) cannot be one of these.  Crash-only and
+ *      lazy transactions log (or take the undo way) as before.  test_wal
+ *      new_whole, and the kill and fault sweeps' staged third, whose
+ *      limit of 3 logged bytes makes the fifth transaction's new b whole.
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to
@@ -1422,7 +1441,8 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		goto out;
 	}
 	/* W13: large overwrites staged, durable before the record */
-	if ((staged = fx_w_stage_writes(d, P, tgt, fds, ut->flags, cl)) < 0) {
+	if ((staged = fx_w_stage_writes(d, P, tgt, fds, ut->flags, cl)) < 0 ||
+	    fx_w_apply_whole(d, P, fds, tgt, nm, nnm, ut->flags, cl) < 0) {
 		r = 1; /* the undo way meets the error and rolls back */
 		goto out;
 	}
@@ -1449,7 +1469,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		 * get their data (no name shows them yet, W2) */
 		if (nnm && rec_end - at >= FX_W_OVERLAP) {
 			(void)fx_os.writeback(d->wal);
-			pre = fx_w_apply_new(P, fds, tgt);
+			pre = fx_w_apply_new(P, fds, tgt, cl);
 		}
 
 		/* W11: and what the last checkpoint left; or this handle's

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wal.h - the write-ahead log (wal.c, rules W1-W16, and wal_*.c): the
+ * wal.h - the write-ahead log (wal.c, rules W1-W22, and wal_*.c): the
  * only way into it.  The log's state lives in the domain handle (fields
  * marked "wal" in internal.h), which only the log's files read.
  */
@@ -53,6 +53,15 @@ int fx_wal_swap_at(const struct plan *P, size_t k);
  */
 int fx_wal_stages(struct fstx_domain *d, uint64_t flags, uint64_t len, int newf);
 extern uint64_t fx_wal_stage_min;
+/*
+ * The bytes of data transaction P (of flags) logs: its pwrites, but those
+ * W13 stages and, when they pass fx_wal_large in a durable transaction,
+ * those into new files of fx_wal_stage_min bytes or more that W22 writes
+ * whole before the record (marked in whole[], per op, unless NULL: every
+ * op on such a file).  UINT64_MAX when memory runs out.
+ */
+uint64_t fx_wal_logged(struct fstx_domain *d, const struct plan *P, uint64_t flags,
+		       uint8_t *whole);
 /* W10: lazy records open past this many bytes are flushed. */
 extern uint64_t fx_lazy_max;
 extern uint64_t fx_wal_window; /* wal.c: open records read in one go up to this */

@@ -64,12 +64,76 @@ static int on_new(const struct plan *P, size_t i, const int *tgt)
  * (fx_w_apply_all() makes them all again after the barrier, where a
  * failure rolls forward as any other).
  */
-int fx_w_apply_new(const struct plan *P, const int *fds, const int *tgt)
+int fx_w_apply_new(const struct plan *P, const int *fds, const int *tgt,
+		   const struct wclone *cl)
 {
 	for (size_t i = 0; i < P->nops; i++)
-		if (on_new(P, i, tgt) && apply_op(P, i, fds, tgt, NULL) < 0)
+		if (on_new(P, i, tgt) && !cl[i].whole && apply_op(P, i, fds, tgt, NULL) < 0)
 			return 0;
 	return 1;
+}
+
+/* fsync the directory at path (beneath the domain): 0 or -errno. */
+static int sync_dir(struct fstx_domain *d, const char *path)
+{
+	int fd = fx_open(d, path, O_RDONLY | O_DIRECTORY, 0), r;
+
+	if (fd < 0)
+		return fd;
+	r = fx_os.fsync(fd);
+	fx_os.close(fd);
+	return r;
+}
+
+/*
+ * W22: the new files that fx_wal_logged() finds whole get every change
+ * of the transaction now, in op order, before the record: then each is
+ * fsynced (its data, size and xattrs), then the staged directory it was
+ * made in, if any, and .fstx/wnew/, so that the record can never be
+ * durable without them (as W13).  Their ops get no entry and are not
+ * applied again (cl[i].whole).  0, or -errno (nothing appended yet: the
+ * undo way meets the error).
+ */
+int fx_w_apply_whole(struct fstx_domain *d, const struct plan *P, const int *fds,
+		     const int *tgt, struct wname *nm, size_t nnm, uint64_t flags,
+		     struct wclone *cl)
+{
+	uint8_t *whole = fx_calloc(P->nops ? P->nops : 1, 1);
+	long last = -1;
+	int r = 0, n = 0;
+	size_t i;
+
+	if (!whole || fx_wal_logged(d, P, flags, whole) == UINT64_MAX) {
+		free(whole);
+		return -ENOMEM;
+	}
+	for (i = 0; i < P->nops && r >= 0; i++) {
+		int64_t got = whole[i] ? apply_op(P, i, fds, tgt, NULL) : 0;
+
+		cl[i].whole = whole[i];
+		r = got < 0 ? (int)got : 0;
+	}
+	/* write-out of all first, so that the fsyncs overlap it */
+	for (i = 0; i < P->nops && r >= 0; i++)
+		if (whole[i] && P->ops[i].op == BTRFS_IOC_UT_OP_OPEN)
+			r = fx_os.writeback(fds[i]);
+	for (i = 0; i < P->nops && r >= 0; i++) {
+		const struct wname *w;
+
+		if (!whole[i] || P->ops[i].op != BTRFS_IOC_UT_OP_OPEN)
+			continue;
+		n++;
+		if ((r = fx_os.fsync(fds[i])) < 0 || !(w = fx_w_name_of_op(nm, nnm, i)))
+			continue;
+		if (w->dir >= 0 && w->dir != last) { /* made in a staged directory */
+			last = w->dir;
+			r = sync_dir(d, nm[w->dir].stage);
+		}
+	}
+	if (r >= 0 && n)
+		r = sync_dir(d, W_WNEW);
+	free(whole);
+	return r < 0 ? r : 0;
 }
 
 /*
@@ -173,7 +237,8 @@ long fx_w_apply_all(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	}
 	ndirs_close(&D);
 	for (size_t i = 0; i < P->nops; i++) {
-		int64_t got = pre && on_new(P, i, tgt) ? 0 : apply_op(P, i, fds, tgt, cl);
+		int64_t got = (pre && on_new(P, i, tgt)) || cl[i].whole ? 0 :
+			      apply_op(P, i, fds, tgt, cl);
 
 		if (got < 0) {
 			ops[i].rval = got;

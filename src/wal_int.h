@@ -148,6 +148,8 @@ struct wclone {
 	int own;                /* 0: another op's staged file (the same open) */
 	char name[72];          /* W_WNEW "SALT-OFFSET-cOP" */
 	uint64_t spec[2];       /* the entry's data: length, staged inode */
+	int whole;              /* W22: op on a new file made whole before
+				 * the record: no entry, not applied after */
 };
 #define W_CLONE_SPEC 16         /* bytes of a clone entry's data */
 
@@ -240,7 +242,13 @@ long fx_w_apply_all(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		    const struct plan *P, const int64_t *res, const int *fds,
 		    const int *tgt, const struct wname *nm, size_t nnm,
 		    const struct wclone *cl, int pre);
-int fx_w_apply_new(const struct plan *P, const int *fds, const int *tgt);
+int fx_w_apply_new(const struct plan *P, const int *fds, const int *tgt,
+		   const struct wclone *cl);
+/* W22: make the new files fx_wal_logged() finds whole, durable with their
+ * staged names, before the record; sets cl[i].whole.  0 or -errno. */
+int fx_w_apply_whole(struct fstx_domain *d, const struct plan *P, const int *fds,
+		     const int *tgt, struct wname *nm, size_t nnm, uint64_t flags,
+		     struct wclone *cl);
 
 /* ---- wal_group.c: group commit ---------------------------------------- */
 int fx_w_group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end);

@@ -6,7 +6,8 @@
  * .fstx/wnew/ that let the record name their inodes (a new directory with
  * the files made right in it staged whole); and their removal when the
  * transaction does not reach its record.  And the large overwrites staged
- * in files of their own (W13).  wal.c calls these from its commit;
+ * in files of their own (W13), and which large new files are written whole
+ * before the record (W22).  wal.c calls these from its commit;
  * wal_apply.c moves the staged objects after the barrier, and wal_rec.c
  * replays the name and clone entries (W5).
  */
@@ -714,4 +715,71 @@ void fx_w_drop_writes(struct fstx_domain *d, struct wclone *cl, size_t n,
 		if (unstage)
 			fx_remove(d, cl[i].name, 0, NULL);
 	}
+}
+
+/* ---- W22: large new files, written whole before the record ----------- */
+
+/* May op (whose object is a new file) leave that file whole-able (W22)? */
+static int whole_kind(const struct plan *P, size_t i)
+{
+	switch (P->ops[i].op) {
+	case BTRFS_IOC_UT_OP_OPEN:
+		return P->pops[i].create; /* the one that makes it, no other */
+	case BTRFS_IOC_UT_OP_PWRITE:
+	case BTRFS_IOC_UT_OP_TRUNCATE:
+	case BTRFS_IOC_UT_OP_SETXATTR:
+	case BTRFS_IOC_UT_OP_REMOVEXATTR:
+	case BTRFS_IOC_UT_OP_CLOSE:
+	case FSTX_OP_RENAME: /* names: entries of their own */
+	case BTRFS_IOC_UT_OP_LINK:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+uint64_t fx_wal_logged(struct fstx_domain *d, const struct plan *P, uint64_t flags,
+		       uint8_t *whole)
+{
+	uint64_t logged = 0, *nb = NULL;
+	uint8_t *bad = NULL;
+	size_t nn = (size_t)P->newid + 1, i;
+
+	for (i = 0; i < P->nops; i++) {
+		const __s64 *a = P->ops[i].args;
+
+		if (P->ops[i].op == BTRFS_IOC_UT_OP_PWRITE &&
+		    !fx_wal_stages(d, flags, (uint64_t)a[2], P->pops[i].obj < 0))
+			logged += (uint64_t)a[2]; /* else staged: W13 */
+	}
+	if (logged <= fx_wal_large || (flags & (FSTX_UT_NOSYNC | FSTX_UT_LAZY)))
+		return logged;
+	if (!(nb = fx_calloc(nn, sizeof(*nb))) || !(bad = fx_calloc(nn, 1))) {
+		logged = UINT64_MAX; /* the undo way meets the same shortage */
+		goto out;
+	}
+	for (i = 0; i < P->nops; i++) {
+		int64_t obj = P->pops[i].obj;
+
+		if (obj >= 0 || (uint64_t)-obj >= nn)
+			continue;
+		if (!whole_kind(P, i))
+			bad[-obj] = 1;
+		else if (P->ops[i].op == BTRFS_IOC_UT_OP_PWRITE)
+			nb[-obj] += (uint64_t)P->ops[i].args[2];
+	}
+	for (i = 0; i < P->nops; i++) {
+		int64_t obj = P->pops[i].obj;
+
+		if (obj >= 0 || (uint64_t)-obj >= nn || bad[-obj] || nb[-obj] < fx_wal_stage_min)
+			continue;
+		if (P->ops[i].op == BTRFS_IOC_UT_OP_PWRITE)
+			logged -= (uint64_t)P->ops[i].args[2];
+		if (whole)
+			whole[i] = 1;
+	}
+out:
+	free(nb);
+	free(bad);
+	return logged;
 }

@@ -19,10 +19,13 @@
 
 extern uint64_t fx_clone_min; /* journal.c (internal) */
 extern uint64_t fx_wal_stage_min; /* wal.c (internal) */
+extern uint64_t fx_wal_large; /* wal.c (internal) */
 
 /* FSTX_CLONE_MIN=N: clone before-images of N bytes or more (where reflink
  * works), so the crash harness covers the clone path with small tx;
- * FSTX_WAL_STAGE_MIN=N: stage pwrites of N bytes or more (wal.c W13). */
+ * FSTX_WAL_STAGE_MIN=N: stage pwrites of N bytes or more (wal.c W13);
+ * FSTX_WAL_LARGE=N: log at most N bytes of data (more: new files of
+ * FSTX_WAL_STAGE_MIN bytes or more written whole, W22, else the undo way). */
 __attribute__((constructor)) static void t_clone_min(void)
 {
 	const char *v = getenv("FSTX_CLONE_MIN");
@@ -32,6 +35,9 @@ __attribute__((constructor)) static void t_clone_min(void)
 	v = getenv("FSTX_WAL_STAGE_MIN");
 	if (v && *v)
 		fx_wal_stage_min = strtoull(v, NULL, 0);
+	v = getenv("FSTX_WAL_LARGE");
+	if (v && *v)
+		fx_wal_large = strtoull(v, NULL, 0);
 }
 
 __attribute__((noreturn)) static void die(const char *what)

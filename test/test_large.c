@@ -182,6 +182,108 @@ static void large_overwrite(void **state)
 }
 
 /*
+ * In a child: one transaction that makes new.tmp with size/BUF pwrites
+ * from one buffer and renames it to new, then (fail) an unlink of a
+ * missing name.  Writes the result and the RSS growth (KiB) to the pipe.
+ */
+static void new_child(const char *dir, uint64_t size, int fail, int out)
+{
+	struct rusage ru;
+	long res[2] = { 0, 0 }, base;
+	char *buf = malloc(BUF);
+	fstx_domain *d;
+	fstx_tx *tx;
+	int fd;
+
+	memset(buf, 'N', BUF);
+	getrusage(RUSAGE_SELF, &ru);
+	base = ru.ru_maxrss;
+	res[0] = fstx_domain_open(dir, &d);
+	if (!res[0])
+		res[0] = fstx_tx_new(d, &tx);
+	if (!res[0]) {
+		fd = fstx_tx_open(tx, "new.tmp", O_WRONLY | O_CREAT | O_EXCL, 0644);
+		for (uint64_t off = 0; off < size; off += BUF)
+			fstx_tx_pwrite(tx, fd, buf, BUF, (off_t)off);
+		fstx_tx_close(tx, fd);
+		fstx_tx_rename(tx, "new.tmp", "new", 0);
+		if (fail)
+			fstx_tx_unlink(tx, "missing");
+		res[0] = fstx_tx_commit(tx);
+		fstx_tx_free(tx);
+		fstx_domain_close(d);
+	}
+	getrusage(RUSAGE_SELF, &ru);
+	res[1] = ru.ru_maxrss - base;
+	if (write(out, res, sizeof(res)) != sizeof(res))
+		_exit(2);
+	_exit(0);
+}
+
+/*
+ * A large new file (wal.c W22): rolled back, nothing; committed, every
+ * byte, with bounded memory, through the write-ahead log (its record
+ * holds the name, not the data: the log is a few KiB, and the new file's
+ * data went once to its staged file).
+ */
+static void large_new(void **state)
+{
+	uint64_t size = large_bytes(), got;
+	char *dir = t_mkdomain(), *path, *wal;
+	uint32_t after, want = 0;
+	struct stat st;
+	long res[2];
+	char *z = malloc(BUF);
+
+	assert_non_null(z);
+
+	(void)state;
+	assert_true(asprintf(&path, "%s/new", dir) > 0);
+	assert_true(asprintf(&wal, "%s/.fstx/wal", dir) > 0);
+	run_child(new_child, dir, size, 1, res, 2);
+	assert_int_equal(res[0], -ENOENT);
+	assert_int_equal(stat(path, &st), -1);
+	run_child(new_child, dir, size, 0, res, 2);
+	assert_int_equal(res[0], 0);
+	printf("large: %llu MiB new file committed, RSS +%ld KiB\n",
+	       (unsigned long long)(size >> 20), res[1]);
+	assert_true(res[1] < (long)RSS_LIMIT_KB);
+	after = file_crc(path, &got);
+	assert_true(got == size);
+	memset(z, 'N', BUF);
+	for (uint64_t off = 0; off < size; off += BUF)
+		want = fx_crc32c(want, z, BUF);
+	assert_true(after == want);
+	{
+		/* the log's first record (magic, entry count, payload length,
+		 * wal_rec.c): there, and a few names long, not the data */
+		unsigned char h[16];
+		uint64_t len;
+		int fd = open(wal, O_RDONLY);
+
+		assert_true(fd >= 0);
+		assert_int_equal(pread(fd, h, sizeof(h), 1024), sizeof(h));
+		close(fd);
+		assert_memory_equal(h, "FXW1", 4);
+		memcpy(&len, h + 8, sizeof(len));
+		assert_true(len > 0 && len < 4096);
+	}
+	{
+		fstx_domain *d;
+
+		assert_int_equal(fstx_domain_open(dir, &d), 0);
+		assert_true(fstx_recover(d) >= 0); /* the log checkpointed */
+		fstx_domain_close(d);
+	}
+	assert_true(file_crc(path, &got) == want && got == size);
+	free(z);
+	free(wal);
+	free(path);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*
  * 1,000,000 ops in one transaction (open, 999,997 or 999,998 one-byte
  * pwrites over an existing file, close, and for the failing run an unlink
  * of a missing name): in a child, reporting result, RSS growth and time.
@@ -331,6 +433,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(crc_check),
 		cmocka_unit_test(large_overwrite),
+		cmocka_unit_test(large_new),
 		cmocka_unit_test(million_ops),
 		cmocka_unit_test(pwrite_beyond_max),
 	};

@@ -942,6 +942,34 @@ static void power_loss_staged(void **state)
 }
 
 /*
+ * Large new files written whole before the record (wal.c W22; every new
+ * file here, with the log's data limit at 0): each file, its staged
+ * directory and .fstx/wnew/ are durable before the record, so power loss
+ * after the record's barrier finds every staged file whole and in place
+ * to be renamed; one replaces a file of the tree, others are made in a
+ * new directory (staged whole) or beside it.
+ */
+static const char *const whole_tx[] = {
+	"open 0 cur.tmp O_WRONLY|O_CREAT|O_EXCL 0644\npwrite 0 \"new current\" 0\n"
+	"close 0\nrename cur.tmp a\nunlink old\n",
+	"mkdir nd\nopen 0 nd/x O_WRONLY|O_CREAT\npwrite 0 \"xx\" 0\n"
+	"setxattr nd/x user.k \"v\"\nopen 1 nd/y O_WRONLY|O_CREAT\npwrite 1 \"yyy\" 4\n"
+	"open 2 top O_WRONLY|O_CREAT\npwrite 2 \"top\" 0\nopen 3 b O_WRONLY\n",
+};
+
+static void power_loss_whole(void **state)
+{
+	uint64_t large = fx_wal_large, smin = fx_wal_stage_min;
+
+	(void)state;
+	fx_wal_large = 0;
+	fx_wal_stage_min = 1;
+	pl_run((char **)whole_tx, 2, "power-loss whole new files");
+	fx_wal_large = large;
+	fx_wal_stage_min = smin;
+}
+
+/*
  * A transaction that fails at its last op and is rolled back (the
  * before state is the only legal one), and the same shapes as name
  * changes another process may make durable early (an fsync(2) of its
@@ -1016,6 +1044,7 @@ int main(void)
 		cmocka_unit_test(power_loss),
 		cmocka_unit_test(power_loss_wal),
 		cmocka_unit_test(power_loss_staged),
+		cmocka_unit_test(power_loss_whole),
 		cmocka_unit_test(power_loss_rollback),
 		cmocka_unit_test(power_loss_fsync),
 		cmocka_unit_test(power_loss_debt),

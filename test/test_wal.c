@@ -610,11 +610,19 @@ static void wal_prep(void)
 	fx_wal_max = 3000; /* a checkpoint inside the sequence */
 }
 
-/* And every pwrite into an existing file staged (W13, where reflink). */
+/*
+ * And every pwrite into an existing file staged (W13, where reflink), and
+ * transactions logging more than 3 bytes of data write their new files
+ * whole before the record (W22: the fifth's b.new, renamed over b, and,
+ * without reflink, the sixth's tmp/x, made in a new directory), or take
+ * the undo way.
+ */
+#define SEQ_STAGED_LARGE 3
 static void wal_prep_staged(void)
 {
 	fx_wal_max = 3000;
 	fx_wal_stage_min = 1;
+	fx_wal_large = SEQ_STAGED_LARGE;
 }
 
 static long seq_calls_of(char *const *tx)
@@ -726,7 +734,7 @@ static void errors_over(char *const *tx, uint64_t wal_max, const int *errs,
 {
 	char *st[NSEQ + 1];
 	long n = seq_calls_of(tx), points = 0, failed = 0;
-	uint64_t saved = fx_wal_max, stage_min = fx_wal_stage_min;
+	uint64_t saved = fx_wal_max, stage_min = fx_wal_stage_min, large = fx_wal_large;
 
 	seq_states(st);
 	fx_wal_max = wal_max;
@@ -739,8 +747,9 @@ static void errors_over(char *const *tx, uint64_t wal_max, const int *errs,
 
 				if (k % 2) /* half the points on one handle */
 					assert_int_equal(fstx_domain_open(d, &h), 0);
-				/* a third with every pwrite staged (W13) */
+				/* a third as wal_prep_staged() (W13, W22) */
 				fx_wal_stage_min = k % 3 == 2 ? 1 : stage_min;
+				fx_wal_large = k % 3 == 2 ? SEQ_STAGED_LARGE : large;
 				fo_install(FO_FAIL, k, errs[e]);
 				fo.sticky = sticky;
 				for (int j = 0; j < NSEQ; j++) {
@@ -762,6 +771,7 @@ static void errors_over(char *const *tx, uint64_t wal_max, const int *errs,
 			}
 	fx_wal_max = saved;
 	fx_wal_stage_min = stage_min;
+	fx_wal_large = large;
 	printf("%s: %s, once and sticky: %ld fault points, "
 	       "%ld sequences cut short, 0 torn\n", what, nerr > 1 ? "EIO and ENOSPC" : "EIO",
 	       points, failed);
@@ -1765,6 +1775,69 @@ static void clone_oom(void **state)
 	assert_true(failed > 0);
 	free(before);
 	free(want);
+}
+
+/*
+ * W22: a durable transaction whose data passes fx_wal_large still rides
+ * the log when what passes it goes into new files of fx_wal_stage_min
+ * bytes or more: those are written whole before the record (one made in
+ * a new directory, one renamed and given an xattr and a truncate), each
+ * fsynced, then the staged directory and .fstx/wnew/; the record holds
+ * their names, not their data, so it stays small; one fdatasync (the
+ * record's); the undo way's tree.  Killed at the record's barrier, replay
+ * after another boot leaves the same tree twice.  A small new file and an
+ * overwrite are logged as ever.
+ */
+static char *whole_tx(void)
+{
+	char *t, *x = malloc(6001), *y = malloc(5001);
+
+	assert_non_null(x);
+	assert_non_null(y);
+	for (unsigned i = 0; i < 6000; i++)
+		x[i] = (char)('a' + i % 26);
+	for (unsigned i = 0; i < 5000; i++)
+		y[i] = (char)('A' + i % 19);
+	x[6000] = y[5000] = 0;
+	assert_true(asprintf(&t, "mkdir dd\nopen 0 dd/big O_WRONLY|O_CREAT\n"
+			     "pwrite 0 \"%s\" 0\nopen 1 n.tmp O_WRONLY|O_CREAT\n"
+			     "pwrite 1 \"%s\" 0\npwrite 1 \"tail\" 5000\n"
+			     "setxattr n.tmp user.k \"v\"\ntruncate n.tmp 4990\n"
+			     "rename n.tmp n\nopen 2 a O_WRONLY\npwrite 2 \"small\" 0\n"
+			     "open 3 s O_WRONLY|O_CREAT\npwrite 3 \"tiny\" 0\n", x, y) > 0);
+	free(x);
+	free(y);
+	return t;
+}
+
+static void new_whole(void **state)
+{
+	uint64_t large = fx_wal_large, smin = fx_wal_stage_min;
+	char *tx = whole_tx(), *want = undo_after(tx), *got, *d;
+
+	(void)state;
+	fx_wal_large = 8192;
+	fx_wal_stage_min = 4096;
+	d = t_fresh();
+	assert_true(domain_recover(d) >= 0);
+	fo_install(FO_COUNT, 0, 0);
+	assert_int_equal(tx_text(d, tx, NULL), 0);
+	fo_remove();
+	assert_int_equal(fo.fdatasyncs, 1);
+	assert_int_equal(fo.fsyncs, 4); /* dd/big, n, the staged dd, .fstx/wnew */
+	assert_int_equal(fo.syncfses, 0);
+	assert_true(wal_end_dir(d) > 1024);
+	assert_true(wal_end_dir(d) < 1024 + 2048); /* names, not 11000 bytes */
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	t_drop(d);
+
+	killed_then_replayed(t_fresh(), tx, arm_fdatasync, 3, want);
+	fx_wal_large = large;
+	fx_wal_stage_min = smin;
+	free(want);
+	free(tx);
 }
 
 /*
@@ -3125,6 +3198,7 @@ int main(void)
 		cmocka_unit_test(removexattr_log),
 		cmocka_unit_test(clone_log),
 		cmocka_unit_test(clone_oom),
+		cmocka_unit_test(new_whole),
 		cmocka_unit_test(names_move),
 		cmocka_unit_test(names_move_logged),
 		cmocka_unit_test(names_move_dir),
