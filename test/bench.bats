@@ -124,6 +124,13 @@ field() {
 	grep -q '^## (e8) ' "$D/res/README.md"
 	grep -q 'test machine' "$D/res/README.md"
 	! grep -q 'modelled device' "$D/res/README.md"
+	grep -q '^| fs | (b) fstx x rename (goal >= 1.3) | ' "$D/res/README.md"
+	# the hand-written notes block survives a rewrite, once
+	printf '%s\n' '<!-- notes begin: by hand -->' 'kept words' '<!-- notes end -->' \
+		>>"$D/res/README.md"
+	run -0 bash "$BATS_TEST_DIRNAME/../bench/report.sh" "$D/res"
+	run -0 bash "$BATS_TEST_DIRNAME/../bench/report.sh" "$D/res"
+	[ "$(grep -c '^kept words$' "$D/res/README.md")" = 1 ]
 	# with results-flush.tsv: the table of the modelled device flush
 	"$BENCH" -s 0.05 -r 1 -w e1,e8 -m raw-fsync,fstx-wal -f 1000 -t fsA "$D/work" \
 		>"$D/res/results-flush.tsv"
