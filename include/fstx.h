@@ -136,7 +136,8 @@ extern "C" {
  * over an old file, new directories (mkdir; then perhaps renamed), renames
  * of and hard links to files and symlinks (each once), renames of
  * directories (alone: no other op under their names), exchanges of two
- * files or symlinks in one directory, unlinks of files
+ * files or symlinks, or of two directories (alone), in one directory,
+ * unlinks of files
  * and rmdir of empty directories, whose other changes are pwrites
  * into existing or new files (O_APPEND too, outside lazy transactions),
  * truncates (also by O_TRUNC), clone ranges from files it reads only,

@@ -365,11 +365,17 @@
  *      transaction names either object or either name (wal_stage.c
  *      swap_declined()), and a record of the log that names either
  *      object makes the transaction checkpoint first (moves_first(), as
- *      W15).  Replay: exchanged when the names hold the objects as
+ *      W15).  Two directories of the tree in one directory are exchanged
+ *      the same way under W20's terms: alone (no other name entry or op
+ *      at or under either name, dir_move_declined()) and first in the log
+ *      (moves_first() checkpoints first whenever the log holds a record),
+ *      so no record before its own knows a path under either name, and
+ *      records after it know the paths the exchange leaves; their ".."
+ *      does not change.  Replay: exchanged when the names hold the objects as
  *      before, done when each holds the object it gets or that object is
  *      gone (a later record removes it), else -ESTALE.  Exchanges across
- *      directories or of directories take the undo way.  test_wal
- *      names_exchange.
+ *      directories or of a file with a directory take the undo way.
+ *      test_wal names_exchange.
  *
  * W22. Large new files are written whole before the record, not logged.
  *      When a durable transaction's data to log (W1) passes fx_wal_large,

@@ -463,7 +463,7 @@ static int dir_move_declined(const struct plan *P, const struct wname *nm, size_
 		if (j == k)
 			continue;
 		if (at_or_under(o->path, m->path) || at_or_under(o->path, m->stage) ||
-		    (W_FROM_TREE(o->kind) &&
+		    ((W_FROM_TREE(o->kind) || o->kind == W_SWAP) &&
 		     (at_or_under(o->stage, m->path) || at_or_under(o->stage, m->stage))))
 			return 1;
 	}
@@ -478,11 +478,19 @@ static int same_dir(const char *p, const char *q)
 	return (!a && !b) || (a && b && a - p == b - q && !strncmp(p, q, (size_t)(a - p)));
 }
 
+/* 1 if st is of a file or a symlink. */
+static int is_file(const struct stat *st)
+{
+	return S_ISREG(st->st_mode) || S_ISLNK(st->st_mode);
+}
+
 /*
  * W21: an exchange the log takes is of two files or symlinks of the tree
  * in one directory (one directory's change, whatever persists), that no
  * other name entry or op of the transaction names by inode or by either
- * name.
+ * name; or of two directories of the tree in one directory, alone as
+ * W20's rename is (no other name entry or op at or under either name;
+ * moves_first() checkpoints first, as for any directory's move).
  */
 static int swap_declined(struct fstx_domain *d, const struct plan *P, const struct wname *nm,
 			 size_t nnm, size_t k)
@@ -493,9 +501,12 @@ static int swap_declined(struct fstx_domain *d, const struct plan *P, const stru
 	if (strlen(m->stage) > W_NAME_MAX || in_meta(m->path) || in_meta(m->stage) ||
 	    !same_dir(m->path, m->stage) || fx_lstat(d, m->path, &a) < 0 ||
 	    fx_lstat(d, m->stage, &b) < 0 || (uint64_t)a.st_ino != m->ino ||
-	    (uint64_t)b.st_ino != m->ino2 || !(S_ISREG(a.st_mode) || S_ISLNK(a.st_mode)) ||
-	    !(S_ISREG(b.st_mode) || S_ISLNK(b.st_mode)))
+	    (uint64_t)b.st_ino != m->ino2)
 		return 1;
+	if (S_ISDIR(a.st_mode) && S_ISDIR(b.st_mode))
+		return dir_move_declined(P, nm, nnm, k);
+	if (!is_file(&a) || !is_file(&b))
+		return 1; /* a file with a directory: the undo way */
 	for (size_t j = 0; j < nnm; j++) {
 		const struct wname *o = &nm[j];
 

@@ -107,6 +107,9 @@ static const char *const corpus[] = {
 	 * two files exchanged (the log's W18, W17, W20, W21) */
 	"mkdir tmp 0755\nopen 0 tmp/x O_WRONLY|O_CREAT\npwrite 0 \"x\" 0\nclose 0\n"
 	"mkdir tmp/s\nrename tmp pub\nunlink hard\nrename d/e e9\nrename a old exchange\n",
+	/* 18: two directories exchanged, alone (the log's W21 on W20's
+	 * terms), and a file written beside them */
+	"rename d empty exchange\nopen 0 b O_WRONLY\npwrite 0 \"BESIDE\" 2\n",
 };
 
 #define NFIXED (sizeof(corpus) / sizeof(corpus[0]))
