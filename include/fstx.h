@@ -141,8 +141,8 @@ extern "C" {
  * and rmdir of empty directories, whose other changes are pwrites
  * into existing or new files (O_APPEND too, outside lazy transactions),
  * truncates (also by O_TRUNC), clone ranges from files it reads only,
- * setxattr of user.* xattrs of at most
- * 1 KiB with flags 0 and removexattr of user.* xattrs (compare ops allowed), with at most 1 MiB of data
+ * setxattr of user.* xattrs of at most 1 KiB and removexattr of user.*
+ * xattrs, each finding the xattr as it needs (compare ops allowed), with at most 1 MiB of data
  * logged (large overwrites on reflink filesystems staged instead, and new files of 512 KiB or
  * more written whole before the record when there is more) and every op predicted to
  * succeed, is committed by one record in DIR/.fstx/wal and one fdatasync
@@ -153,8 +153,8 @@ extern "C" {
  * name and of each new directory, then a new log header) makes the
  * changes durable in place and empties the log.  Renames, hard links,
  * exchanges in one directory and clone ranges ride it too (fstx(7)).  Any
- * other transaction (an exchange across directories, an xattr set with
- * flags, more than 1 MiB of data to log besides large new files) runs the
+ * other transaction (an exchange across directories, an xattr op that
+ * would fail, more than 1 MiB of data to log besides large new files) runs the
  * undo way.  Same promises as a durable
  * transaction, with one difference: should an in-place change fail after
  * the commit point (EIO, ENOSPC), commit returns that -errno, the handle

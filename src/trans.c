@@ -611,6 +611,50 @@ static int clone_ok(const struct plan *P, const struct btrfs_ioctl_usertrans_op 
 	return !bsearch(&src, f->chg, f->nchg, sizeof(*f->chg), obj_cmp);
 }
 
+/*
+ * Does xattr op i (a removexattr, or a setxattr with XATTR_CREATE or
+ * XATTR_REPLACE) find its xattr as it needs?  The log applies it as a set
+ * or a removal that succeeds either way (wal.c W1), so one that would
+ * fail (ENODATA, EEXIST) must take the undo way, which meets the error.
+ * The last op of the transaction before it on the same object and name
+ * says; else the object in the tree, when it is still at the op's path
+ * (a new object has none).  1 as needed, 0 not (or not known), -errno.
+ */
+static int xattr_as_needed(struct fstx_domain *d, const struct plan *P, size_t i)
+{
+	const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+	const char *name = ARGP(op, 1);
+	int64_t obj = P->pops[i].obj;
+	int exists = -1, fd;
+	struct stat st;
+	ssize_t got;
+
+	for (size_t j = i; j-- > 0 && exists < 0;) {
+		const struct btrfs_ioctl_usertrans_op *o = &P->ops[j];
+
+		if ((o->op == BTRFS_IOC_UT_OP_SETXATTR || o->op == BTRFS_IOC_UT_OP_REMOVEXATTR) &&
+		    P->pops[j].obj == obj && !strcmp(ARGP(o, 1), name))
+			exists = o->op == BTRFS_IOC_UT_OP_SETXATTR;
+	}
+	if (exists < 0 && obj < 0)
+		exists = 0; /* made by the transaction, with no such xattr yet */
+	if (exists < 0) {
+		if ((fd = fx_open(d, P->pops[i].cpath, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0)) < 0)
+			return fd == -ENOENT || fd == -ELOOP ? 0 : fd;
+		if ((got = fx_os.fstat(fd, &st)) == 0 && (int64_t)st.st_ino == obj)
+			got = fx_os.fgetxattr(fd, name, NULL, 0);
+		else if (got == 0)
+			got = -ESTALE; /* renamed by the transaction: not looked for */
+		fx_os.close(fd);
+		if (got < 0 && got != -ENODATA)
+			return got == -ESTALE ? 0 : (int)got;
+		exists = got >= 0;
+	}
+	if (op->op == BTRFS_IOC_UT_OP_REMOVEXATTR)
+		return exists;
+	return op->args[4] == XATTR_CREATE ? !exists : op->args[4] == XATTR_REPLACE ? exists : 0;
+}
+
 static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertrans *ut,
 			const struct plan *P, int64_t *res)
 {
@@ -656,10 +700,13 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 		case BTRFS_IOC_UT_OP_SETXATTR:
 		case BTRFS_IOC_UT_OP_REMOVEXATTR:
 			if (strncmp(ARGP(op, 1), "user.", 5) || strlen(ARGP(op, 1)) > 255 ||
-			    (op->op == BTRFS_IOC_UT_OP_SETXATTR &&
-			     (a[4] || a[3] > WAL_MAX_XATTR)))
+			    (op->op == BTRFS_IOC_UT_OP_SETXATTR && a[3] > WAL_MAX_XATTR))
 				goto out;
 			if (fx_fs_probe(d) < 0 || !d->fs.xattr_user)
+				goto out;
+			/* flags, or a removal: only where it finds what it needs */
+			if ((op->op == BTRFS_IOC_UT_OP_REMOVEXATTR || a[4]) &&
+			    xattr_as_needed(d, P, i) <= 0)
 				goto out;
 			break;
 		case BTRFS_IOC_UT_OP_CLONERANGE: /* staged from its source (wal.c W19) */

@@ -37,8 +37,13 @@
  *      checkpoints first, moves_first(): names_rmdir_made); its other changes pwrites
  *      at fixed offsets into existing or new regular files (O_APPEND
  *      ones too, W14), truncates of them (also by O_TRUNC), setxattr
- *      (flags 0) of small user.* xattrs and removexattr of user.* ones
- *      (replay finds one gone already done: test_wal removexattr_log);
+ *      of small user.* xattrs and removexattr of user.* ones (replay
+ *      finds one gone already done: test_wal removexattr_log); a removal,
+ *      or a setxattr with XATTR_CREATE or XATTR_REPLACE, only where the
+ *      xattr is as it needs (as an earlier op of the transaction left it,
+ *      else as the tree has it; logged as a set or removal, which succeed
+ *      either way), so one that would fail meets its error the undo way
+ *      (trans.c xattr_as_needed(); test_wal xattr_flags_log);
  *      and renames of and hard links to files and symlinks of the tree
  *      (W15, W16), renames of the new directories it makes (W18) and of
  *      directories of the tree (W20), exchanges (W21), and clone ranges

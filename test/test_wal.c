@@ -1862,6 +1862,61 @@ static void removexattr_log(void **state)
 }
 
 /*
+ * xattr ops with flags, and removals, ride the log where they find the
+ * xattr as they need it (the tree's, or as an earlier op of the
+ * transaction left it; a new file has none): one barrier, the undo way's
+ * tree, replayed twice the same.  One that would fail (a removal of a
+ * missing xattr, create over an existing one, replace of a missing one)
+ * takes the undo way and fails as it does there, nothing changed.
+ */
+static void xattr_flags_log(void **state)
+{
+	static const char *const ok[] = {
+		"setxattr a user.k \"v2\" replace\nsetxattr b user.n \"1\" create\n",
+		"removexattr a user.k\nsetxattr a user.k \"again\" create\n",
+		"setxattr b user.q \"1\"\nsetxattr b user.q \"2\" replace\nremovexattr b user.q\n",
+		"open 0 n O_WRONLY|O_CREAT\nsetxattr n user.x \"new\" create\n",
+	};
+	static const char *const bad[] = {
+		"open 0 b O_WRONLY\npwrite 0 \"X\" 0\nremovexattr b user.none\n",
+		"open 0 b O_WRONLY\npwrite 0 \"X\" 0\nsetxattr a user.k \"c\" create\n",
+		"setxattr b user.z \"r\" replace\n",
+		"removexattr a user.k\nremovexattr a user.k\n",
+		"rename a a2\nsetxattr a2 user.k \"v3\" replace\n", /* not looked for */
+	};
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(ok) / sizeof(ok[0]); k++)
+		free(logged_as_undo(ok[k]));
+	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		char *d = t_fresh(), *before = t_snapshot(d), *got;
+		int r, want;
+
+		fx_wal_auto = 0;
+		want = tx_text(d, bad[k], NULL);
+		fx_wal_auto = 1;
+		got = t_snapshot(d);
+		if (k < 4) { /* fails the undo way: nothing changed */
+			assert_true(want != 0);
+			assert_string_equal(got, before);
+		}
+		free(got);
+		t_drop(d);
+		d = t_fresh();
+		r = tx_text(d, bad[k], NULL);
+		assert_int_equal(r, want);
+		assert_true(wal_end_dir(d) <= 1024); /* no record */
+		if (k < 4) {
+			got = t_snapshot(d);
+			assert_string_equal(got, before);
+			free(got);
+		}
+		free(before);
+		t_drop(d);
+	}
+}
+
+/*
  * W15: renames of files of the tree ride the log (one over an old file,
  * one into another directory after a write under the old name, one of a
  * file with a second name): one barrier, the undo way's tree.  Replay
@@ -3210,6 +3265,7 @@ int main(void)
 		cmocka_unit_test(staged_shared),
 		cmocka_unit_test(append_fixed),
 		cmocka_unit_test(removexattr_log),
+		cmocka_unit_test(xattr_flags_log),
 		cmocka_unit_test(clone_log),
 		cmocka_unit_test(clone_oom),
 		cmocka_unit_test(new_whole),
