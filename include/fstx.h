@@ -145,7 +145,7 @@ extern "C" {
  * xattrs, each finding the xattr as it needs (compare ops allowed), with at most 1 MiB of data
  * logged (large overwrites on reflink filesystems staged instead, and new files of 512 KiB or
  * more written whole before the record when there is more) and every op predicted to
- * succeed, is committed by one record in DIR/.fstx/wal and one fdatasync
+ * succeed (or to fail where its failure is allowed), is committed by one record in DIR/.fstx/wal and one fdatasync
  * of it (the commit point, however many files it creates), then applied
  * in place (a new file or symlink is made in DIR/.fstx/wnew/ before the
  * record and renamed to its name after the barrier); a later checkpoint

@@ -68,6 +68,12 @@ struct plan {
 };
 
 int fx_plan_build(struct plan *P);
+/* Op i is predicted to fail (its result pops[i].pred): nothing of it is
+ * executed, by the undo way or the log. */
+static inline int fx_pop_dead(const struct plan *P, size_t i)
+{
+	return P->pops[i].pred < 0;
+}
 /* After fx_plan_build: what path names once every op has run (symlinks
  * followed as the kernel would); *cpath gets its canonical path. */
 int fx_plan_lookup(struct plan *P, const char *path, struct node *n,

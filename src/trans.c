@@ -587,6 +587,8 @@ static int clone_facts(const struct plan *P, struct clone_facts *f)
 		const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
 		int open = op->op == BTRFS_IOC_UT_OP_OPEN;
 
+		if (fx_pop_dead(P, i))
+			continue; /* predicted to fail: changes nothing */
 		f->append |= open && (op->args[1] & O_APPEND);
 		if (op->op == BTRFS_IOC_UT_OP_PWRITE || op->op == BTRFS_IOC_UT_OP_TRUNCATE ||
 		    op->op == BTRFS_IOC_UT_OP_CLONERANGE ||
@@ -633,7 +635,7 @@ static int xattr_as_needed(struct fstx_domain *d, const struct plan *P, size_t i
 		const struct btrfs_ioctl_usertrans_op *o = &P->ops[j];
 
 		if ((o->op == BTRFS_IOC_UT_OP_SETXATTR || o->op == BTRFS_IOC_UT_OP_REMOVEXATTR) &&
-		    P->pops[j].obj == obj && !strcmp(ARGP(o, 1), name))
+		    !fx_pop_dead(P, j) && P->pops[j].obj == obj && !strcmp(ARGP(o, 1), name))
 			exists = o->op == BTRFS_IOC_UT_OP_SETXATTR;
 	}
 	if (exists < 0 && obj < 0)
@@ -659,20 +661,31 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 			const struct plan *P, int64_t *res)
 {
 	const struct btrfs_ioctl_usertrans_op *ops = P->ops;
+	/* per slot: 1 writable, 2 writable and new (never staged, W13);
+	 * live: open (an open predicted to fail leaves it closed) */
 	uint8_t *wr = fx_calloc(ut->num_fds ? ut->num_fds : 1, 1);
+	uint8_t *live = fx_calloc(ut->num_fds ? ut->num_fds : 1, 1);
 	size_t *sop = fx_calloc(ut->num_fds ? ut->num_fds : 1, sizeof(*sop));
 	struct clone_facts cf = { 0 };
 	int ok = 0;
 	size_t i;
 
-	if (!wr || !sop || !wal_steps_ok(P))
+	if (!wr || !live || !sop || !wal_steps_ok(P))
 		goto out;
 	for (i = 0; i < P->nops; i++) {
 		const struct btrfs_ioctl_usertrans_op *op = &ops[i];
 		const __s64 *a = op->args;
 
-		if (P->pops[i].pred < 0)
-			goto out;
+		/* predicted to fail, and allowed to (not strict, no condition
+		 * fires): nothing of it runs, and its result is the
+		 * prediction (fx_pop_dead(); the undo way's exec_op() alike) */
+		if (fx_pop_dead(P, i)) {
+			res[i] = P->pops[i].pred;
+			if (op_fails(op, ut->flags, res[i], op->rval) ||
+			    (op->op == BTRFS_IOC_UT_OP_OPEN && live[a[3]]))
+				goto out; /* (an open over a live slot: not followed) */
+			continue;
+		}
 		res[i] = 0;
 		switch (op->op) {
 		case BTRFS_IOC_UT_OP_OPEN:
@@ -682,13 +695,13 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 			    ((a[1] & O_APPEND) && (ut->flags & FSTX_UT_LAZY)) ||
 			    ((a[1] & O_TRUNC) && (a[1] & O_ACCMODE) == O_RDONLY))
 				goto out;
-			/* 1 writable, 2 writable and new (never staged, W13) */
 			wr[a[3]] = (a[1] & O_ACCMODE) == O_RDONLY ? 0 : P->pops[i].create ? 2 : 1;
+			live[a[3]] = 1;
 			sop[a[3]] = i;
 			res[i] = a[3];
 			break;
 		case BTRFS_IOC_UT_OP_PWRITE:
-			if (!wr[a[0]] || (!P->pops[i].append &&
+			if (!live[a[0]] || !wr[a[0]] || (!P->pops[i].append &&
 					  (uint64_t)a[3] + (uint64_t)a[2] > FX_WAL_MAX_OFF))
 				goto out;
 			res[i] = a[2];
@@ -710,12 +723,14 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 				goto out;
 			break;
 		case BTRFS_IOC_UT_OP_CLONERANGE: /* staged from its source (wal.c W19) */
-			if (!wr[a[0]] || wr[a[1]] || (ut->flags & (FSTX_UT_NOSYNC | FSTX_UT_LAZY)) ||
+			if (!live[a[0]] || !live[a[1]] || !wr[a[0]] || wr[a[1]] ||
+			    (ut->flags & (FSTX_UT_NOSYNC | FSTX_UT_LAZY)) ||
 			    !clone_ok(P, op, sop[a[1]], &cf))
 				goto out;
 			break;
-		case BTRFS_IOC_UT_OP_CLOSE:
-			wr[a[0]] = 0;
+		case BTRFS_IOC_UT_OP_CLOSE: /* of a slot not open: EBADF, as exec_op() */
+			res[i] = live[a[0]] ? 0 : -EBADF;
+			wr[a[0]] = live[a[0]] = 0;
 			break;
 		case BTRFS_IOC_UT_OP_MKDIR: /* names: wal_steps_ok() */
 		case FSTX_OP_SYMLINK:
@@ -736,6 +751,7 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 	ok = fx_wal_logged(d, P, ut->flags, NULL) <= fx_wal_large;
 out:
 	free(wr);
+	free(live);
 	free(sop);
 	free(cf.chg);
 	return ok;

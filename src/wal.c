@@ -20,7 +20,11 @@
  *      flags (FSTX_UT_WAL changes nothing; fx_wal_auto 0 offers only
  *      those with FSTX_UT_WAL or FSTX_UT_LAZY, for tests).
  *      A transaction takes this path only when trans.c finds it eligible:
- *      every op predicted to succeed (no FAIL_ON fires), at most
+ *      every op predicted to succeed, or to fail where the transaction
+ *      lets it (no FAIL_ON condition fires, not strict: the op runs
+ *      nothing, plan.h fx_pop_dead(), and its result is the prediction,
+ *      as in the undo way; a close of a slot its failed open left shut
+ *      is EBADF; test_wal predicted_fail_log), at most
  *      fx_wal_large bytes of data logged (W13's staged overwrites and
  *      W22's whole new files are not; more is cheaper the undo way), nothing
  *      past FX_WAL_MAX_OFF (replay refuses entries that are), its name
@@ -866,6 +870,8 @@ static int open_targets(struct fstx_domain *d, const struct plan *P,
 		long j;
 
 		tgt[i] = (int)i;
+		if (fx_pop_dead(P, i))
+			continue; /* predicted to fail: nothing to open */
 		int pathop = op->op == BTRFS_IOC_UT_OP_TRUNCATE ||
 			     op->op == BTRFS_IOC_UT_OP_SETXATTR ||
 			     op->op == BTRFS_IOC_UT_OP_REMOVEXATTR;
@@ -1056,6 +1062,8 @@ static int moves_first(struct fstx_domain *d, const struct plan *P)
 static uint64_t size_ino(const struct plan *P, size_t i, const int *tgt,
 			 const uint64_t *ino)
 {
+	if (fx_pop_dead(P, i))
+		return 0;
 	switch (P->ops[i].op) {
 	case BTRFS_IOC_UT_OP_OPEN:
 		return (P->ops[i].args[1] & O_ACCMODE) == O_RDONLY ? 0 : ino[i];
@@ -1079,7 +1087,8 @@ static int append_offsets(const struct plan *P, const int *fds, const int *tgt,
 
 	*ops2 = NULL;
 	for (i = 0; i < P->nops; i++)
-		n += P->ops[i].op == BTRFS_IOC_UT_OP_PWRITE && P->pops[i].append;
+		n += P->ops[i].op == BTRFS_IOC_UT_OP_PWRITE && P->pops[i].append &&
+		     !fx_pop_dead(P, i);
 	if (!n)
 		return 0;
 	if (P->nops > W_APPEND_OPS)

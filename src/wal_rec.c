@@ -883,8 +883,9 @@ static int entry_of(const struct plan *P, size_t i, const int *tgt,
 
 	memset(e, 0, sizeof(*e));
 	*name = NULL;
-	if (cl && cl[i].whole)
-		return 0; /* W22: made whole before the record */
+	if ((cl && cl[i].whole) || fx_pop_dead(P, i))
+		return 0; /* W22: made whole before the record; or predicted
+			   * to fail: nothing runs */
 	switch (op->op) {
 	case BTRFS_IOC_UT_OP_OPEN: /* O_TRUNC: a truncate to 0 */
 		if (!(op->args[1] & O_TRUNC))

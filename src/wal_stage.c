@@ -678,9 +678,9 @@ int fx_w_stage_writes(struct fstx_domain *d, const struct plan *P,
 		const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
 		size_t j;
 
-		if (op->op != BTRFS_IOC_UT_OP_CLONERANGE &&
+		if (fx_pop_dead(P, i) || (op->op != BTRFS_IOC_UT_OP_CLONERANGE &&
 		    (op->op != BTRFS_IOC_UT_OP_PWRITE ||
-		     !fx_wal_stages(d, flags, (uint64_t)op->args[2], P->pops[tgt[i]].create)))
+		     !fx_wal_stages(d, flags, (uint64_t)op->args[2], P->pops[tgt[i]].create))))
 			continue;
 		/*
 		 * The pwrites through one open share a staged file: each
@@ -759,7 +759,7 @@ uint64_t fx_wal_logged(struct fstx_domain *d, const struct plan *P, uint64_t fla
 	for (i = 0; i < P->nops; i++) {
 		const __s64 *a = P->ops[i].args;
 
-		if (P->ops[i].op == BTRFS_IOC_UT_OP_PWRITE &&
+		if (P->ops[i].op == BTRFS_IOC_UT_OP_PWRITE && !fx_pop_dead(P, i) &&
 		    !fx_wal_stages(d, flags, (uint64_t)a[2], P->pops[i].obj < 0))
 			logged += (uint64_t)a[2]; /* else staged: W13 */
 	}
@@ -772,7 +772,7 @@ uint64_t fx_wal_logged(struct fstx_domain *d, const struct plan *P, uint64_t fla
 	for (i = 0; i < P->nops; i++) {
 		int64_t obj = P->pops[i].obj;
 
-		if (obj >= 0 || (uint64_t)-obj >= nn)
+		if (obj >= 0 || (uint64_t)-obj >= nn || fx_pop_dead(P, i))
 			continue;
 		if (!whole_kind(P, i))
 			bad[-obj] = 1;
@@ -782,7 +782,8 @@ uint64_t fx_wal_logged(struct fstx_domain *d, const struct plan *P, uint64_t fla
 	for (i = 0; i < P->nops; i++) {
 		int64_t obj = P->pops[i].obj;
 
-		if (obj >= 0 || (uint64_t)-obj >= nn || bad[-obj] || nb[-obj] < fx_wal_stage_min)
+		if (obj >= 0 || (uint64_t)-obj >= nn || bad[-obj] || nb[-obj] < fx_wal_stage_min ||
+		    fx_pop_dead(P, i))
 			continue;
 		if (P->ops[i].op == BTRFS_IOC_UT_OP_PWRITE)
 			logged -= (uint64_t)P->ops[i].args[2];

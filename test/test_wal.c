@@ -1917,6 +1917,62 @@ static void xattr_flags_log(void **state)
 }
 
 /*
+ * Ops predicted to fail whose failure the transaction ignores ("-op":
+ * no condition, not strict) run nothing, the undo way and the log alike:
+ * such transactions ride the log (one barrier), with the undo way's tree
+ * and the same result for every op (the prediction; a close of a slot
+ * whose open failed, EBADF), replayed twice the same.  A close of such a
+ * slot that the transaction does not ignore fails as the undo way does.
+ */
+static void predicted_fail_log(void **state)
+{
+	static const char *const tx[] = {
+		"-unlink nothere\nopen 0 a O_WRONLY\npwrite 0 \"X\" 0\n",
+		"-open 0 missing O_RDONLY\n-close 0\nopen 1 a O_WRONLY\npwrite 1 \"Y\" 0\n",
+		"-mkdir a\n-rmdir nothere\nsymlink a l2\n-rename nothere x\nrename b b2\n",
+		"-open 0 d O_WRONLY\nopen 1 n O_WRONLY|O_CREAT\npwrite 1 \"n\" 0\n"
+		"-link nothere n2\n-truncate nothere 0\n",
+	};
+	__s64 want[64], got[64];
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(tx) / sizeof(tx[0]); k++) {
+		char *d = t_fresh();
+
+		memset(want, 0, sizeof(want));
+		memset(got, 0, sizeof(got));
+		fx_wal_auto = 0;
+		assert_int_equal(tx_run_pinned(d, tx[k], NULL, NULL, want), 0);
+		fx_wal_auto = 1;
+		t_drop(d);
+		free(logged_as_undo(tx[k]));
+		d = t_fresh();
+		assert_int_equal(tx_run_pinned(d, tx[k], NULL, NULL, got), 0);
+		for (size_t i = 0; i < 8; i++)
+			assert_int_equal(got[i], want[i]);
+		assert_true(want[0] < 0); /* the first op failed */
+		t_drop(d);
+	}
+	{
+		char *d = t_fresh(), *before = t_snapshot(d), *after;
+		long r;
+
+		fx_wal_auto = 0;
+		r = tx_text(d, "-open 0 missing O_RDONLY\nclose 0\n", NULL);
+		fx_wal_auto = 1;
+		t_drop(d);
+		d = t_fresh();
+		assert_int_equal(tx_text(d, "-open 0 missing O_RDONLY\nclose 0\n", NULL), r);
+		assert_true(r != 0);
+		after = t_snapshot(d);
+		assert_string_equal(after, before);
+		free(after);
+		free(before);
+		t_drop(d);
+	}
+}
+
+/*
  * W15: renames of files of the tree ride the log (one over an old file,
  * one into another directory after a write under the old name, one of a
  * file with a second name): one barrier, the undo way's tree.  Replay
@@ -3266,6 +3322,7 @@ int main(void)
 		cmocka_unit_test(append_fixed),
 		cmocka_unit_test(removexattr_log),
 		cmocka_unit_test(xattr_flags_log),
+		cmocka_unit_test(predicted_fail_log),
 		cmocka_unit_test(clone_log),
 		cmocka_unit_test(clone_oom),
 		cmocka_unit_test(new_whole),
