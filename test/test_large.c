@@ -75,12 +75,27 @@ static uint32_t file_crc(const char *path, uint64_t *size)
 	return crc;
 }
 
+/* The CRC-32C of size bytes of c, as size/BUF buffers of it. */
+static uint32_t pattern_crc(char c, uint64_t size)
+{
+	char *z = malloc(BUF);
+	uint32_t crc = 0;
+
+	assert_non_null(z);
+	memset(z, c, BUF);
+	for (uint64_t off = 0; off < size; off += BUF)
+		crc = fx_crc32c(crc, z, BUF);
+	free(z);
+	return crc;
+}
+
 /*
- * In a child: one transaction of size/BUF pwrites from one buffer, then
- * (fail) an unlink of a missing name.  Writes the result and the RSS growth
- * (KiB) to the pipe.
+ * In a child: one transaction of size/BUF pwrites from one buffer into
+ * big (newf 0), or into a new file new.tmp then renamed to new (newf 1);
+ * then (fail) an unlink of a missing name.  Writes the result and the RSS
+ * growth (KiB) to the pipe.
  */
-static void child(const char *dir, uint64_t size, int fail, int out)
+static void writes_child(const char *dir, uint64_t size, int fail, int out, int newf)
 {
 	struct rusage ru;
 	long res[2] = { 0, 0 }, base;
@@ -89,17 +104,20 @@ static void child(const char *dir, uint64_t size, int fail, int out)
 	fstx_tx *tx;
 	int fd;
 
-	memset(buf, 'Z', BUF);
+	memset(buf, newf ? 'N' : 'Z', BUF);
 	getrusage(RUSAGE_SELF, &ru);
 	base = ru.ru_maxrss;
 	res[0] = fstx_domain_open(dir, &d);
 	if (!res[0])
 		res[0] = fstx_tx_new(d, &tx);
 	if (!res[0]) {
-		fd = fstx_tx_open(tx, "big", O_WRONLY, 0);
+		fd = newf ? fstx_tx_open(tx, "new.tmp", O_WRONLY | O_CREAT | O_EXCL, 0644)
+			  : fstx_tx_open(tx, "big", O_WRONLY, 0);
 		for (uint64_t off = 0; off < size; off += BUF)
 			fstx_tx_pwrite(tx, fd, buf, BUF, (off_t)off);
 		fstx_tx_close(tx, fd);
+		if (newf)
+			fstx_tx_rename(tx, "new.tmp", "new", 0);
 		if (fail)
 			fstx_tx_unlink(tx, "missing");
 		res[0] = fstx_tx_commit(tx);
@@ -111,6 +129,16 @@ static void child(const char *dir, uint64_t size, int fail, int out)
 	if (write(out, res, sizeof(res)) != sizeof(res))
 		_exit(2);
 	_exit(0);
+}
+
+static void child(const char *dir, uint64_t size, int fail, int out)
+{
+	writes_child(dir, size, fail, out, 0);
+}
+
+static void new_child(const char *dir, uint64_t size, int fail, int out)
+{
+	writes_child(dir, size, fail, out, 1);
 }
 
 typedef void child_fn(const char *dir, uint64_t size, int fail, int out);
@@ -166,58 +194,10 @@ static void large_overwrite(void **state)
 	assert_true(res[1] < (long)RSS_LIMIT_KB);
 	after = file_crc(path, &got);
 	assert_true(got == size);
-	{
-		char *z = malloc(BUF);
-		uint32_t want = 0;
-
-		memset(z, 'Z', BUF);
-		for (uint64_t off = 0; off < size; off += BUF)
-			want = fx_crc32c(want, z, BUF);
-		free(z);
-		assert_true(after == want);
-	}
+	assert_true(after == pattern_crc('Z', size));
 	free(path);
 	t_rmtree(dir);
 	free(dir);
-}
-
-/*
- * In a child: one transaction that makes new.tmp with size/BUF pwrites
- * from one buffer and renames it to new, then (fail) an unlink of a
- * missing name.  Writes the result and the RSS growth (KiB) to the pipe.
- */
-static void new_child(const char *dir, uint64_t size, int fail, int out)
-{
-	struct rusage ru;
-	long res[2] = { 0, 0 }, base;
-	char *buf = malloc(BUF);
-	fstx_domain *d;
-	fstx_tx *tx;
-	int fd;
-
-	memset(buf, 'N', BUF);
-	getrusage(RUSAGE_SELF, &ru);
-	base = ru.ru_maxrss;
-	res[0] = fstx_domain_open(dir, &d);
-	if (!res[0])
-		res[0] = fstx_tx_new(d, &tx);
-	if (!res[0]) {
-		fd = fstx_tx_open(tx, "new.tmp", O_WRONLY | O_CREAT | O_EXCL, 0644);
-		for (uint64_t off = 0; off < size; off += BUF)
-			fstx_tx_pwrite(tx, fd, buf, BUF, (off_t)off);
-		fstx_tx_close(tx, fd);
-		fstx_tx_rename(tx, "new.tmp", "new", 0);
-		if (fail)
-			fstx_tx_unlink(tx, "missing");
-		res[0] = fstx_tx_commit(tx);
-		fstx_tx_free(tx);
-		fstx_domain_close(d);
-	}
-	getrusage(RUSAGE_SELF, &ru);
-	res[1] = ru.ru_maxrss - base;
-	if (write(out, res, sizeof(res)) != sizeof(res))
-		_exit(2);
-	_exit(0);
 }
 
 /*
@@ -230,12 +210,9 @@ static void large_new(void **state)
 {
 	uint64_t size = large_bytes(), got;
 	char *dir = t_mkdomain(), *path, *wal;
-	uint32_t after, want = 0;
+	uint32_t after, want = pattern_crc('N', size);
 	struct stat st;
 	long res[2];
-	char *z = malloc(BUF);
-
-	assert_non_null(z);
 
 	(void)state;
 	assert_true(asprintf(&path, "%s/new", dir) > 0);
@@ -250,9 +227,6 @@ static void large_new(void **state)
 	assert_true(res[1] < (long)RSS_LIMIT_KB);
 	after = file_crc(path, &got);
 	assert_true(got == size);
-	memset(z, 'N', BUF);
-	for (uint64_t off = 0; off < size; off += BUF)
-		want = fx_crc32c(want, z, BUF);
 	assert_true(after == want);
 	{
 		/* the log's first record (magic, entry count, payload length,
@@ -276,7 +250,6 @@ static void large_new(void **state)
 		fstx_domain_close(d);
 	}
 	assert_true(file_crc(path, &got) == want && got == size);
-	free(z);
 	free(wal);
 	free(path);
 	t_rmtree(dir);
