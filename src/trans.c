@@ -526,14 +526,16 @@ static int wal_steps_ok(const struct plan *P)
 				return 0;
 			break;
 		case FX_ST_LINK: /* then moved from staging: W16 */
-			if (op != BTRFS_IOC_UT_OP_LINK)
-				return 0;
+			if (op != BTRFS_IOC_UT_OP_LINK || s->newid > 0)
+				return 0; /* (a link to a new file: the undo way) */
 			break;
 		case FX_ST_MOVE:
 			if (s->newid > 0) { /* a new object: from staging, or on */
 				uint32_t kind = made_by(P, s->newid);
 
-				if (fx_under(s->dst, FX_META) ||
+				/* not a link's second name of it: the log knows
+				 * a new object by one name */
+				if (op == BTRFS_IOC_UT_OP_LINK || fx_under(s->dst, FX_META) ||
 				    (kind != FX_ST_MKFILE && kind != FX_ST_SYMLINK &&
 				     kind != FX_ST_MKDIR))
 					return 0;

@@ -219,11 +219,14 @@
  *      append (one that makes names commits as a durable one): the hint's
  *      LAZY set to the record's end, no barrier, nothing
  *      applied; their commit point is the append itself (they are promised
- *      atomic, not durable).  A lazy transaction without compare ops reads
+ *      atomic, not durable).  A lazy transaction without compare ops, and
+ *      without xattr ops that must find their xattr as they need (a
+ *      removal, create or replace, W1; reads_tree(); test_wal
+ *      lazy_xattr_reads), reads
  *      nothing, so it is appended behind open records without helping,
  *      unless one of them has name entries (its plan saw the tree without
  *      them; test_wal names_move_dir);
- *      every other transaction, a lazy one with compare ops, a reader
+ *      every other transaction, a lazy one that reads the tree, a reader
  *      (LAZY above APPLIED makes it help), fstx_sync(), the close of a
  *      handle that appended lazy records, and the queue passing
  *      fx_lazy_max bytes flush them: help (W4).  At a transaction's start
@@ -1333,11 +1336,19 @@ static int applied_meanwhile(struct fstx_domain *d, uint64_t at, uint64_t salt)
 	return at < d->wal_applied;
 }
 
-static int has_asserts(const struct plan *P)
+/* Does P read the tree: a compare op, or an xattr op that must find the
+ * xattr as it needs (a removal, create or replace: trans.c
+ * xattr_as_needed())?  W10: such a lazy transaction is not queued behind
+ * lazy records unapplied. */
+static int reads_tree(const struct plan *P)
 {
-	for (size_t i = 0; i < P->nops; i++)
-		if (fx_op_is_assert(P->ops[i].op))
+	for (size_t i = 0; i < P->nops; i++) {
+		const struct btrfs_ioctl_usertrans_op *op = &P->ops[i];
+
+		if (fx_op_is_assert(op->op) || op->op == BTRFS_IOC_UT_OP_REMOVEXATTR ||
+		    (op->op == BTRFS_IOC_UT_OP_SETXATTR && op->args[4]))
 			return 1;
+	}
 	return 0;
 }
 
@@ -1427,14 +1438,14 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	memcpy(cset, ino, n * sizeof(*ino));
 	/*
 	 * W4, W10: open lazy records are flushed before anything but a lazy
-	 * transaction without compare ops (which reads nothing, so it may
+	 * transaction that does not read the tree (reads_tree(): it may
 	 * queue behind them), unless an open record has name entries (its
 	 * plan saw the tree without them: a writer at its barrier or killed
 	 * there; none when the log's last record is this handle's lazy one,
 	 * as every earlier one was looked at when it was not); else a
 	 * transaction helps only when it shares an inode with an open record.
 	 */
-	if (d->lazy && !has_asserts(P))
+	if (d->lazy && !reads_tree(P))
 		r = d->wal_end == d->wal_lazy ? 0 : wal_conflicts(d, NULL, 0);
 	else if (d->wal_lazy > d->wal_applied || (d->lazy && d->wal_applied < d->wal_end))
 		r = 1;

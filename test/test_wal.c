@@ -2046,6 +2046,83 @@ static void names_move_logged(void **state)
 }
 
 /*
+ * A hard link to a file the transaction makes keeps both names, as the
+ * undo way does (the log took the link's name for the file's only one:
+ * n was lost), also for a large new file written whole (W22).
+ */
+static void new_file_linked(void **state)
+{
+	static const char tx[] = "open 0 n O_WRONLY|O_CREAT\npwrite 0 \"x\" 0\nlink n n2\n";
+	uint64_t large = fx_wal_large, smin = fx_wal_stage_min;
+	char *want = undo_after(tx), *d = t_fresh(), *got;
+
+	(void)state;
+	assert_int_equal(tx_text(d, tx, NULL), 0);
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	t_drop(d);
+	fx_wal_large = 0;
+	fx_wal_stage_min = 1;
+	d = t_fresh();
+	assert_int_equal(tx_text(d, tx, NULL), 0);
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	t_drop(d);
+	fx_wal_large = large;
+	fx_wal_stage_min = smin;
+	free(want);
+}
+
+/*
+ * A lazy transaction whose xattr op must find the xattr as it needs
+ * (a removal, create or replace) reads the tree, as a compare op does:
+ * queued lazy records are applied first, so the second of two such
+ * transactions on one handle fails as it does without lazy (the second
+ * removal of user.k; create over an xattr the first made; replace of one
+ * the first removed), nothing of it changed.
+ */
+static void lazy_xattr_reads(void **state)
+{
+	static const char *const pair[][2] = {
+		{ "removexattr a user.k\n", "removexattr a user.k\n" },
+		{ "setxattr a user.n \"1\" create\n", "setxattr a user.n \"2\" create\n" },
+		{ "removexattr a user.k\n", "setxattr a user.k \"r\" replace\n" },
+	};
+
+	(void)state;
+	for (size_t k = 0; k < 3; k++) {
+		long want[2], got[2];
+		char *snap[2];
+
+		for (int lazy = 0; lazy < 2; lazy++) {
+			char *d = t_fresh(), *t0, *t1;
+			fstx_domain *h;
+			long *r = lazy ? got : want;
+
+			assert_true(asprintf(&t0, "%s%s", lazy ? "option lazy\n" : "", pair[k][0]) > 0);
+			assert_true(asprintf(&t1, "%s%s", lazy ? "option lazy\n" : "", pair[k][1]) > 0);
+			assert_int_equal(fstx_domain_open(d, &h), 0);
+			r[0] = tx_text_h(h, t0);
+			r[1] = tx_text_h(h, t1);
+			fstx_domain_close(h);
+			snap[lazy] = t_snapshot(d);
+			free(t0);
+			free(t1);
+			t_drop(d);
+		}
+		assert_int_equal(want[0], 0);
+		assert_true(want[1] != 0);
+		assert_int_equal(got[0], want[0]);
+		assert_int_equal(got[1], want[1]);
+		assert_string_equal(snap[1], snap[0]);
+		free(snap[0]);
+		free(snap[1]);
+	}
+}
+
+/*
  * W16: hard links to files of the tree ride the log (one into another
  * directory, one then written through its new name): one barrier, the
  * undo way's tree; replay after another boot with the links kept, or
@@ -3323,6 +3400,8 @@ int main(void)
 		cmocka_unit_test(removexattr_log),
 		cmocka_unit_test(xattr_flags_log),
 		cmocka_unit_test(predicted_fail_log),
+		cmocka_unit_test(new_file_linked),
+		cmocka_unit_test(lazy_xattr_reads),
 		cmocka_unit_test(clone_log),
 		cmocka_unit_test(clone_oom),
 		cmocka_unit_test(new_whole),
