@@ -165,19 +165,19 @@ static long flushed(long r)
 
 int fsync(int fd)
 {
-	cnt.fsync++;
+	__atomic_fetch_add(&cnt.fsync, 1, __ATOMIC_RELAXED); /* fsync_each's threads too */
 	return (int)flushed(syscall(SYS_fsync, fd));
 }
 
 int fdatasync(int fd)
 {
-	cnt.fdatasync++;
+	__atomic_fetch_add(&cnt.fdatasync, 1, __ATOMIC_RELAXED); /* fsync_each's threads too */
 	return (int)flushed(syscall(SYS_fdatasync, fd));
 }
 
 int syncfs(int fd)
 {
-	cnt.syncfs++;
+	__atomic_fetch_add(&cnt.syncfs, 1, __ATOMIC_RELAXED); /* fsync_each's threads too */
 	return (int)flushed(syscall(SYS_syncfs, fd));
 }
 

@@ -11,11 +11,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <time.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <stdarg.h>
@@ -68,6 +72,62 @@ static ssize_t os_pwrite(int fd, const void *buf, size_t len, off_t off)
 
 /* A failed barrier is reported once and never retried: no EINTR loop. */
 static int os_fsync(int fd) { return fsync(fd) < 0 ? -errno : 0; }
+
+/* fsync_each: the calling thread and up to FX_FSYNC_THREADS - 1 more
+ * take the next descriptor until none is left. */
+#define FX_FSYNC_THREADS 8
+struct fsync_job {
+	const int *fd;
+	int *res;
+	unsigned n, next;
+};
+
+static void *fsync_worker(void *arg)
+{
+	struct fsync_job *j = arg;
+	unsigned k;
+
+	while ((k = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->n)
+		j->res[k] = os_fsync(j->fd[k]);
+	return NULL;
+}
+
+static int on_btrfs(int fd)
+{
+	struct statfs sf;
+
+	return fstatfs(fd, &sf) == 0 && sf.f_type == BTRFS_SUPER_MAGIC;
+}
+
+static void os_fsync_each(const int *fd, int *res, unsigned n)
+{
+	struct fsync_job j = { .fd = fd, .res = res, .n = n };
+	pthread_t t[FX_FSYNC_THREADS - 1];
+	sigset_t all, old;
+	unsigned nt = 0;
+
+	/* not on btrfs, whose fsyncs of one subvolume share its log tree
+	 * and wait for each other: 100 new files there took 200-220 ms
+	 * from 8 threads against 75-83 ms one after another (ext4 and xfs:
+	 * 5-6 ms against 10-12) */
+	if (fx_os.fsync != os_fsync || n < 2 || on_btrfs(fd[0])) {
+		for (unsigned k = 0; k < n; k++)
+			res[k] = fx_os.fsync(fd[k]);
+		return;
+	}
+	/* the helpers take no signal: the caller's handlers run where the
+	 * caller expects them; a helper that cannot start leaves its share
+	 * to the others */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	while (nt < FX_FSYNC_THREADS - 1 && nt + 1 < n &&
+	       pthread_create(&t[nt], NULL, fsync_worker, &j) == 0)
+		nt++;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	fsync_worker(&j);
+	while (nt)
+		pthread_join(t[--nt], NULL);
+}
 static int os_fdatasync(int fd) { return fdatasync(fd) < 0 ? -errno : 0; }
 static int os_syncfs(int fd) { return syncfs(fd) < 0 ? -errno : 0; }
 
@@ -323,6 +383,7 @@ int fx_asprintf(char **out, const char *fmt, ...)
 	.pread = os_pread, \
 	.pwrite = os_pwrite, \
 	.fsync = os_fsync, \
+	.fsync_each = os_fsync_each, \
 	.fdatasync = os_fdatasync, \
 	.syncfs = os_syncfs, \
 	.writeback = os_writeback, \

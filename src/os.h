@@ -30,6 +30,11 @@ struct fx_os {
 	ssize_t (*pread)(int fd, void *buf, size_t len, off_t off);
 	ssize_t (*pwrite)(int fd, const void *buf, size_t len, off_t off);
 	int (*fsync)(int fd);
+	/* fsync each of fd[0..n), res[k] its result: all at once (up to
+	 * FX_FSYNC_THREADS threads, so that their flushes are shared) while
+	 * fsync is this table's own; else one by one, in order, through the
+	 * table's fsync (a test that wraps it sees every call). */
+	void (*fsync_each)(const int *fd, int *res, unsigned n);
 	int (*fdatasync)(int fd);
 	int (*syncfs)(int fd);
 	/* Start writeback of fd's dirty pages, not waiting (a hint before

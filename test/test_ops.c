@@ -642,6 +642,46 @@ static int lock_free(const char *dir)
 }
 
 /*
+ * syncset.c S4, os.h fsync_each: the fsyncs of a set are issued together
+ * (threads, with libc's fsync in the table): every descriptor is synced
+ * and gets its own result (a bad one EBADF, the others 0); with the
+ * table's fsync wrapped (a test's), each goes through the wrapper, one by
+ * one, in order.
+ */
+static void fsync_each(void **state)
+{
+	char *dir = t_mkdomain(), *p;
+	int fd[21], res[21];
+
+	(void)state;
+	for (int k = 0; k < 20; k++) {
+		assert_true(asprintf(&p, "%s/f%d", dir, k) > 0);
+		fd[k] = open(p, O_RDWR | O_CREAT, 0644);
+		assert_true(fd[k] >= 0);
+		assert_int_equal(write(fd[k], "x", 1), 1);
+		free(p);
+	}
+	fd[20] = -1;
+	memset(res, 1, sizeof(res));
+	fx_os.fsync_each(fd, res, 21);
+	for (int k = 0; k < 20; k++)
+		assert_int_equal(res[k], 0);
+	assert_int_equal(res[20], -EBADF);
+	fo_install(FO_COUNT, 0, 0);
+	memset(res, 1, sizeof(res));
+	fx_os.fsync_each(fd, res, 21);
+	fo_remove();
+	assert_int_equal(fo.fsyncs, 21);
+	for (int k = 0; k < 20; k++) {
+		assert_int_equal(res[k], 0);
+		close(fd[k]);
+	}
+	assert_int_equal(res[20], -EBADF);
+	t_rmtree(dir);
+	free(dir);
+}
+
+/*
  * Opening a handle (the first open makes .fstx/ and its files): EIO at
  * each of its OS calls, and each of its allocations failing, returns that
  * error or a handle, leaks nothing (ASan), and the next open, with no
@@ -1669,6 +1709,7 @@ int main(void)
 		cmocka_unit_test(status),
 		cmocka_unit_test(assertions),
 		cmocka_unit_test(barriers),
+		cmocka_unit_test(fsync_each),
 		cmocka_unit_test(crash_only_then_durable),
 		cmocka_unit_test(fd_slots),
 		cmocka_unit_test(read_begin_faults),
