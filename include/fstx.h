@@ -139,7 +139,7 @@ extern "C" {
  * files or symlinks, or of two directories (alone), in one directory,
  * unlinks of files
  * and rmdir of empty directories, whose other changes are pwrites
- * into existing or new files (O_APPEND too, outside lazy transactions),
+ * into existing or new files (O_APPEND too),
  * truncates (also by O_TRUNC), clone ranges from files it reads only,
  * setxattr of user.* xattrs of at most 1 KiB and removexattr of user.*
  * xattrs, each finding the xattr as it needs (compare ops allowed), with at most 1 MiB of data

@@ -691,10 +691,9 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 		res[i] = 0;
 		switch (op->op) {
 		case BTRFS_IOC_UT_OP_OPEN:
-			/* O_APPEND: at the size the log finds (wal.c W14), but
-			 * lazy records queue unapplied, so not those */
+			/* O_APPEND: at the size the log finds (wal.c W14; a
+			 * lazy one applies the queue on its files first) */
 			if (!(P->pops[i].create || P->pops[i].check_ino) ||
-			    ((a[1] & O_APPEND) && (ut->flags & FSTX_UT_LAZY)) ||
 			    ((a[1] & O_TRUNC) && (a[1] & O_ACCMODE) == O_RDONLY))
 				goto out;
 			wr[a[3]] = (a[1] & O_ACCMODE) == O_RDONLY ? 0 : P->pops[i].create ? 2 : 1;

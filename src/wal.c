@@ -290,9 +290,12 @@
  *      to it (O_TRUNC, truncate, pwrites past the end); each append's
  *      entry is a pwrite at the end found so (append_offsets()).  Replay
  *      writes the same bytes at the same offset however often it runs,
- *      where an append would add them again.  Lazy transactions, whose
- *      records may queue unapplied (W10), append the undo way.  test_wal
- *      append_fixed.
+ *      where an append would add them again.  A lazy transaction, which
+ *      may queue behind unapplied records (W10), first applies them when
+ *      one of them changes a file it appends to (append_inodes()), so the
+ *      sizes it finds are the log's; so two lazy appends to one file in a
+ *      row cost the second one barrier (the help's).  test_wal
+ *      append_fixed, lazy_appends.
  * W15. Renames of files and symlinks of the tree are name entries (kind
  *      10: the object's inode, its new path, and the path it leaves in the
  *      name field), after the removals and new directories of their record
@@ -1336,6 +1339,20 @@ static int applied_meanwhile(struct fstx_domain *d, uint64_t at, uint64_t salt)
 	return at < d->wal_applied;
 }
 
+/* The inodes P appends to (O_APPEND writes, W14), into set (at most
+ * P->nops): their count. */
+static size_t append_inodes(const struct plan *P, const int *tgt, const uint64_t *ino,
+		       uint64_t *set)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < P->nops; i++)
+		if (P->ops[i].op == BTRFS_IOC_UT_OP_PWRITE && P->pops[i].append &&
+		    !fx_pop_dead(P, i))
+			set[n++] = ino[tgt[i]];
+	return n;
+}
+
 /* Does P read the tree: a compare op, or an xattr op that must find the
  * xattr as it needs (a removal, create or replace: trans.c
  * xattr_as_needed())?  W10: such a lazy transaction is not queued behind
@@ -1386,11 +1403,11 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	uint64_t *ino = fx_calloc(n, sizeof(uint64_t)), at, salt, rec_end;
 	struct wname *nm = fx_calloc(P->nsteps + 1, sizeof(*nm));
 	const char **fpath = fx_calloc(n, sizeof(*fpath));
-	uint64_t *cset = fx_calloc(n + 2 * P->nsteps + 1, sizeof(*cset));
+	uint64_t *cset = fx_calloc(2 * n + 2 * P->nsteps + 3, sizeof(*cset)); /* + W14's */
 	struct wclone *cl = fx_calloc(n, sizeof(*cl));
 	struct btrfs_ioctl_usertrans_op *ops2 = NULL;
 	struct plan P2;
-	size_t nnm = 0;
+	size_t nnm = 0, na;
 	int rs = 0, appended = 0, pre = 0, staged = 0;
 	long r;
 	size_t i;
@@ -1445,7 +1462,9 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	 * as every earlier one was looked at when it was not); else a
 	 * transaction helps only when it shares an inode with an open record.
 	 */
-	if (d->lazy && !reads_tree(P))
+	if (d->lazy && !reads_tree(P) && (na = append_inodes(P, tgt, ino, cset + n + 2 * nnm)))
+		r = wal_conflicts(d, cset + n + 2 * nnm, na); /* W14: their sizes */
+	else if (d->lazy && !reads_tree(P))
 		r = d->wal_end == d->wal_lazy ? 0 : wal_conflicts(d, NULL, 0);
 	else if (d->wal_lazy > d->wal_applied || (d->lazy && d->wal_applied < d->wal_end))
 		r = 1;

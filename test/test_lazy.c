@@ -41,7 +41,7 @@ static const char *const lseq[NL] = {
 	"option lazy\nopen 0 a O_WRONLY\npwrite 0 \"ONE\" 0\nsetxattr a user.n \"1\"\n",
 	"option lazy\nopen 0 big O_RDWR\npwrite 0 \"two\" 19999\ntruncate d/c 3\n",
 	"option lazy\nopen 0 a O_WRONLY\npwrite 0 \"THREE\" 2\nopen 1 b O_WRONLY\n"
-	"pwrite 1 \"3\" 0\n",
+	"pwrite 1 \"3\" 0\nopen 2 old O_WRONLY|O_APPEND\npwrite 2 \"ap\" 0\n", /* W14 */
 	"option lazy\ntruncate a 4\nsetxattr a user.n \"4\"\nopen 0 d/c O_WRONLY\n"
 	"pwrite 0 \"four\" 10\n",
 	"option lazy\nopen 0 a O_WRONLY\npwrite 0 \"ONE\" 0\nopen 1 big O_WRONLY\n"

@@ -1644,6 +1644,52 @@ static void append_fixed(void **state)
 	t_drop(d);
 }
 
+/*
+ * W14 with W10: lazy transactions append through the log.  Two lazy
+ * appends to a in a row on one handle: the first no barrier, the second
+ * one (it applies the first's queued record, whose size it needs); one to
+ * b then none (no queued record on b).  No fsync (never the undo way), and
+ * the tree of the same three transactions without lazy.
+ */
+static void lazy_appends(void **state)
+{
+	static const char *const tx[] = {
+		"open 0 a O_WRONLY|O_APPEND\npwrite 0 \"111\" 0\n",
+		"open 0 a O_WRONLY|O_APPEND\npwrite 0 \"222\" 0\n",
+		"open 0 b O_WRONLY|O_APPEND\npwrite 0 \"B\" 0\n",
+	};
+	static const long fdatasyncs[] = { 0, 1, 0 };
+	char *snap[2];
+
+	(void)state;
+	for (int lazy = 0; lazy < 2; lazy++) {
+		char *d = t_fresh();
+		fstx_domain *h;
+
+		assert_true(domain_recover(d) >= 0);
+		assert_int_equal(fstx_domain_open(d, &h), 0);
+		for (int k = 0; k < 3; k++) {
+			char *t;
+
+			assert_true(asprintf(&t, "%s%s", lazy ? "option lazy\n" : "", tx[k]) > 0);
+			fo_install(FO_COUNT, 0, 0);
+			assert_int_equal(tx_text_h(h, t), 0);
+			fo_remove();
+			if (lazy) {
+				assert_int_equal(fo.fsyncs, 0);
+				assert_int_equal(fo.fdatasyncs, fdatasyncs[k]);
+			}
+			free(t);
+		}
+		fstx_domain_close(h);
+		snap[lazy] = t_snapshot(d);
+		t_drop(d);
+	}
+	assert_string_equal(snap[1], snap[0]);
+	free(snap[0]);
+	free(snap[1]);
+}
+
 /* Dies at the fourth clone of data: the first after the three stagings
  * of cltx, where the record is durable. */
 static int clones_seen;
@@ -3397,6 +3443,7 @@ int main(void)
 		cmocka_unit_test(large_staged),
 		cmocka_unit_test(staged_shared),
 		cmocka_unit_test(append_fixed),
+		cmocka_unit_test(lazy_appends),
 		cmocka_unit_test(removexattr_log),
 		cmocka_unit_test(xattr_flags_log),
 		cmocka_unit_test(predicted_fail_log),
