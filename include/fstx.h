@@ -142,9 +142,9 @@ extern "C" {
  * into existing or new files (O_APPEND too),
  * truncates (also by O_TRUNC), clone ranges from files it reads only,
  * setxattr of user.* xattrs of at most 1 KiB and removexattr of user.*
- * xattrs, each finding the xattr as it needs (compare ops allowed), with at most 1 MiB of data
+ * xattrs, each finding the xattr as it needs (compare ops allowed), with at most 1 GiB of data
  * logged (large overwrites on reflink filesystems staged instead, and new files of 512 KiB or
- * more written whole before the record when there is more) and every op predicted to
+ * more written whole before the record past 1 MiB) and every op predicted to
  * succeed (or to fail where its failure is allowed), is committed by one record in DIR/.fstx/wal and one fdatasync
  * of it (the commit point, however many files it creates), then applied
  * in place (a new file or symlink is made in DIR/.fstx/wnew/ before the
@@ -154,7 +154,7 @@ extern "C" {
  * changes durable in place and empties the log.  Renames, hard links,
  * exchanges in one directory and clone ranges ride it too (fstx(7)).  Any
  * other transaction (an exchange across directories, an xattr op that
- * would fail, more than 1 MiB of data to log besides large new files) runs the
+ * would fail, more than 1 GiB of data to log besides large new files) runs the
  * undo way.  Same promises as a durable
  * transaction, with one difference: should an in-place change fail after
  * the commit point (EIO, ENOSPC), commit returns that -errno, the handle

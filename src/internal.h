@@ -51,7 +51,8 @@ struct fstx_domain {
 	uint64_t wal_end;  /* wal: append point, read under the lock; 0: no log */
 	uint64_t wal_applied; /* wal: records below are applied in place */
 	uint64_t wal_salt; /* wal: salt of the current header */
-	uint64_t wal_size; /* wal: the file is at least this long (grows only) */
+	uint64_t wal_size; /* wal: the file was this long at least (a hint: a
+			    * checkpoint may cut it, W2; records then extend it) */
 	int wal_clean;     /* wal: the hint's clean word (W8) */
 	int wal_busy;      /* wal: the hint's busy word (W4) */
 	uint64_t wal_lazy; /* wal: end of the last lazy record (W10) */

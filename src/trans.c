@@ -749,7 +749,7 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 	}
 	/* large data: the undo way writes it once (and clones before-images),
 	 * but what W13 stages and W22 writes whole is not logged */
-	ok = fx_wal_logged(d, P, ut->flags, NULL) <= fx_wal_large;
+	ok = fx_wal_logged(d, P, ut->flags, NULL) <= fx_wal_big;
 out:
 	free(wr);
 	free(live);

@@ -25,8 +25,11 @@
  *      nothing, plan.h fx_pop_dead(), and its result is the prediction,
  *      as in the undo way; a close of a slot its failed open left shut
  *      is EBADF; test_wal predicted_fail_log), at most
- *      fx_wal_large bytes of data logged (W13's staged overwrites and
- *      W22's whole new files are not; more is cheaper the undo way), nothing
+ *      fx_wal_big bytes of data logged (W13's staged overwrites and
+ *      W22's whole new files are not; W22 takes new files once the data
+ *      passes fx_wal_large; a large overwrite logged is written twice
+ *      and flushed twice, as the undo way's before-image and data are,
+ *      without reading the old bytes: test_wal big_logged), nothing
  *      past FX_WAL_MAX_OFF (replay refuses entries that are), its name
  *      steps only new files (open O_CREAT of an absent name) and new
  *      symlinks (either may then be renamed, also over an old one), new
@@ -73,10 +76,14 @@
  *      header (kind, path length, inode number, two arguments, name length),
  *      the canonical path, the xattr name, the data.  The log is the run of
  *      valid records from byte 1024 up to the first invalid one; a record
- *      with another salt is invalid.  The file is never shortened: it grows
- *      in steps of W_GROW bytes of written zeros beyond the last record, so
- *      that most records overwrite allocated blocks and their fdatasync
- *      flushes data only, not the file's size.
+ *      with another salt is invalid.  The file grows in steps of W_GROW
+ *      bytes of written zeros beyond the last record, so that most records
+ *      overwrite allocated blocks and their fdatasync flushes data only,
+ *      not the file's size; it is shortened only by a checkpoint with
+ *      barriers, once its new header is durable (W6), and only when a
+ *      large record grew it past fx_wal_keep (128 MiB), back to that (what
+ *      lies beyond the header then is of the old salt, whatever power
+ *      loss keeps of the cut).
  *      A new file is made before its record, empty, as a staged file
  *      .fstx/wnew/SALT-OFFSET-STEP (a name no other record uses), so that
  *      the record names its inode (a new symlink too, with its target,
@@ -428,6 +435,8 @@
 
 uint64_t fx_wal_max = 4u << 20;
 uint64_t fx_wal_large = 1u << 20;
+uint64_t fx_wal_big = 1u << 30;
+uint64_t fx_wal_keep = 128u << 20;
 uint64_t fx_wal_stage_min = 512u << 10;
 
 int fx_wal_stages(struct fstx_domain *d, uint64_t flags, uint64_t len, int newf)
@@ -448,6 +457,22 @@ uint64_t fx_wal_window = 256u << 10;
  * The first header of a log (none valid before: no old records) is made
  * durable by the first record's barrier, which covers the whole file.
  */
+/*
+ * W2: a log that a large record grew past fx_wal_keep is cut back to it
+ * (its new header durable: nothing past it is of this salt).  Up to that
+ * size its blocks stay allocated, so the next large record does not pay
+ * for allocating them again.  A failure only leaves the file long.
+ */
+static void wal_shrink(struct fstx_domain *d)
+{
+	struct stat st;
+
+	if (fx_wal_keep >= W_START && fx_os.fstat(d->wal, &st) == 0 &&
+	    (uint64_t)st.st_size > fx_wal_keep &&
+	    fx_os.ftruncate(d->wal, (off_t)fx_wal_keep) == 0)
+		d->wal_size = fx_wal_keep;
+}
+
 static int wal_reset(struct fstx_domain *d, int loose)
 {
 	unsigned char b[W_START];
@@ -464,6 +489,8 @@ static int wal_reset(struct fstx_domain *d, int loose)
 		d->latched = r;
 		return r;
 	}
+	if (old && !loose)
+		wal_shrink(d);
 	d->wal_salt = salt;
 	fx_w_remap_clear(d); /* the records it served are gone */
 	d->wal_end = d->wal_applied = W_START;

@@ -39,8 +39,13 @@ uint64_t fx_wal_bytes(struct fstx_domain *d);
 int fx_wal_peek(struct fstx_domain *d, uint64_t *bytes);
 /* The log is checkpointed once its records pass this many bytes. */
 extern uint64_t fx_wal_max;
-/* Transactions writing more data than this take the undo way. */
+/* Past this many bytes of data to log, large new files are written whole
+ * (W22); past fx_wal_big bytes still to log, a transaction takes the undo
+ * way. */
 extern uint64_t fx_wal_large;
+extern uint64_t fx_wal_big;
+/* W2: a checkpoint cuts a log longer than this back to it. */
+extern uint64_t fx_wal_keep;
 /* W21: do steps k, k+1, k+2 of P exchange two names (the planner's way,
  * through .fstx/new/)? */
 int fx_wal_swap_at(const struct plan *P, size_t k);

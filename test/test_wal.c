@@ -2092,6 +2092,60 @@ static void names_move_logged(void **state)
 }
 
 /*
+ * W1, W2: an overwrite of more than fx_wal_large bytes (10 KiB here, the
+ * limit 4 KiB) into an old file rides the log when nothing can stage it
+ * (W13 needs reflink and 512 KiB pwrites): the undo way's tree; the log
+ * past fx_wal_keep after its record is cut back to it by the checkpoint
+ * the full log runs; killed at its barrier, replay after
+ * another boot leaves the same tree twice.  Past fx_wal_big, the undo way.
+ */
+static void big_logged(void **state)
+{
+	uint64_t large = fx_wal_large, max = fx_wal_max, big = fx_wal_big, keep = fx_wal_keep;
+	char *data = malloc(10241), *tx, *want, *d, *p, *got;
+	struct stat st;
+
+	(void)state;
+	assert_non_null(data);
+	for (unsigned i = 0; i < 10240; i++)
+		data[i] = (char)('a' + i % 17);
+	data[10240] = 0;
+	assert_true(asprintf(&tx, "open 0 big O_RDWR\npwrite 0 \"%s\" 3000\n"
+			     "open 1 a O_WRONLY\npwrite 1 \"A\" 0\n", data) > 0);
+	free(data);
+	want = undo_after(tx);
+	fx_wal_large = 4096;
+	fx_wal_max = 4096;
+	fx_wal_keep = 8192;
+	d = t_fresh();
+	assert_int_equal(tx_text(d, tx, NULL), 0);
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	assert_int_equal(wal_end_dir(d), 1024); /* full: checkpointed at once */
+	assert_true(asprintf(&p, "%s/.fstx/wal", d) > 0);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_size, 8192); /* cut back */
+	free(p);
+	t_drop(d);
+	killed_then_replayed(t_fresh(), tx, arm_fdatasync, 0, want);
+	fx_wal_big = 8192;
+	d = t_fresh();
+	assert_int_equal(tx_text(d, tx, NULL), 0);
+	assert_true(wal_end_dir(d) <= 1024);
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	t_drop(d);
+	fx_wal_large = large;
+	fx_wal_max = max;
+	fx_wal_big = big;
+	fx_wal_keep = keep;
+	free(want);
+	free(tx);
+}
+
+/*
  * A hard link to a file the transaction makes keeps both names, as the
  * undo way does (the log took the link's name for the file's only one:
  * n was lost), also for a large new file written whole (W22).
@@ -3448,6 +3502,7 @@ int main(void)
 		cmocka_unit_test(xattr_flags_log),
 		cmocka_unit_test(predicted_fail_log),
 		cmocka_unit_test(new_file_linked),
+		cmocka_unit_test(big_logged),
 		cmocka_unit_test(lazy_xattr_reads),
 		cmocka_unit_test(clone_log),
 		cmocka_unit_test(clone_oom),
