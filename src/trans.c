@@ -935,9 +935,10 @@ static long wal_path(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
  * (tx_go()):
  *
  *   START --lock--> LOCKED --recover.c--> RECOVERED --plan--> PLANNED
- *                                             ^                 |  |  |
- *                     the log helped: replan  +-----------------+  |  |
- *                                                                  |  |
+ *                                             ^ ^               |  |  |
+ *                     the log helped: replan  | +---------------+  |  |
+ *     RECOVERED --a compare op failed with lazy records queued:  |  |
+ *                 apply them, plan again (once)--> RECOVERED        |  |
  *     PLANNED --log way (wal.c W1-W4: record, barrier, apply)--> LOGGED
  *     PLANNED --undo way: checkpoint, stage, journal (barrier 1)--> JOURNALED
  *     JOURNALED --mark 0 (journal.c rule 3)--> CHANGING
@@ -959,7 +960,7 @@ enum tx_phase {
 static const unsigned tx_next[] = {
 	[TX_START] = TXB(TX_LOCKED) | TXB(TX_FAILED),
 	[TX_LOCKED] = TXB(TX_RECOVERED) | TXB(TX_FAILED),
-	[TX_RECOVERED] = TXB(TX_PLANNED) | TXB(TX_FAILED),
+	[TX_RECOVERED] = TXB(TX_RECOVERED) | TXB(TX_PLANNED) | TXB(TX_FAILED),
 	[TX_PLANNED] = TXB(TX_RECOVERED) | TXB(TX_LOGGED) | TXB(TX_JOURNALED) |
 		       TXB(TX_CHANGING) | TXB(TX_FAILED),
 	[TX_JOURNALED] = TXB(TX_CHANGING) | TXB(TX_FAILED),
@@ -1016,7 +1017,7 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 			  .nops = ut->num_ops, .nfds = ut->num_fds };
 	enum tx_phase ph = TX_START;
 	uint64_t bad;
-	int journaled, replanned = 0;
+	int journaled, replanned = 0, queue_applied = 0;
 	long r;
 
 	d->failed_op = -1;
@@ -1037,6 +1038,16 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 again:
 	tx_go(&ph, TX_RECOVERED);
 	if ((r = fx_plan_build(&P)) < 0) {
+		/* a compare op judged a tree without the lazy records queued
+		 * before it (wal.c W10, recover.c leaves them at a start):
+		 * apply them and judge again */
+		if (r == -ECANCELED && !queue_applied && fx_wal_pending(d) > 0) {
+			queue_applied = 1;
+			if ((r = fx_wal_recover_mode(d, 1)) < 0)
+				goto out;
+			replan(d, ut, &P);
+			goto again;
+		}
 		d->failed_op = P.failed_op;
 		ut->ops_completed = P.failed_op >= 0 ? (uint64_t)P.failed_op : 0;
 		if (P.failed_op >= 0) /* an assertion, or an I/O error planning it */

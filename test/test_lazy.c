@@ -340,6 +340,56 @@ static void then_other_kinds(void **state)
 	}
 }
 
+/*
+ * A compare op after queued lazy records judges the tree with them (read
+ * your writes): on the handle that queued them and on another one, an
+ * assert-data, assert-xattr or assert-absent that holds once they are
+ * applied succeeds, one that does not fails with ECANCELED, nothing of its
+ * transaction done; the same as without lazy.
+ */
+static void compare_after_queue(void **state)
+{
+	static const char *const q[] = {
+		"option lazy\nopen 0 a O_WRONLY\npwrite 0 \"ZZ\" 0\n",
+		"option lazy\nsetxattr b user.q \"7\"\n",
+		"option lazy\nopen 0 old O_WRONLY|O_APPEND\npwrite 0 \"111\" 0\n",
+	};
+	static const char *const cmp[][2] = { /* holds, does not */
+		{ "assert-data a \"ZZpha\\n\"\nopen 0 d/c O_WRONLY\npwrite 0 \"y\" 0\n",
+		  "assert-data a \"alpha\\n\"\nopen 0 d/c O_WRONLY\npwrite 0 \"y\" 0\n" },
+		{ "assert-xattr b user.q \"7\"\n", "assert-xattr b user.q \"8\"\n" },
+		{ "assert-data old \"old\\n111\"\n", "assert-data old \"old\\n\"\n" },
+	};
+
+	(void)state;
+	for (size_t k = 0; k < 3; k++)
+		for (int other = 0; other < 2; other++)
+			for (int holds = 0; holds < 2; holds++) {
+				char *d = t_fresh(), *before;
+				fstx_domain *h, *h2;
+
+				assert_int_equal(fstx_domain_open(d, &h), 0);
+				assert_int_equal(fstx_domain_open(d, &h2), 0);
+				assert_int_equal(tx_text_h(h, q[k]), 0);
+				if (!holds) { /* the tree with the queue applied */
+					assert_int_equal(fstx_sync(h), 0);
+					before = t_snapshot(d);
+				}
+				assert_int_equal(tx_text_h(other ? h2 : h, cmp[k][!holds]),
+						 holds ? 0 : -ECANCELED);
+				if (!holds) {
+					char *after = t_snapshot(d);
+
+					assert_string_equal(after, before);
+					free(after);
+					free(before);
+				}
+				fstx_domain_close(h2);
+				fstx_domain_close(h);
+				t_drop(d);
+			}
+}
+
 /* ---- kill -9 and injected errors ------------------------------------------ */
 
 static long run_lseq(const char *d, fstx_domain *h)
@@ -517,6 +567,7 @@ int main(void)
 		cmocka_unit_test(flush_coalesces),
 		cmocka_unit_test(random_differential),
 		cmocka_unit_test(then_other_kinds),
+		cmocka_unit_test(compare_after_queue),
 		cmocka_unit_test(kill_every_call),
 		cmocka_unit_test(errors_every_call),
 		cmocka_unit_test(power_loss_keeps_prefix),
