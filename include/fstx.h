@@ -74,6 +74,10 @@
  *  - The state of .fstx/ is trusted within one boot: a wedge mark or a
  *    journal put there by hand is seen after a reboot or by
  *    fstx_recover(), not necessarily by the next transaction.
+ *  - A commit or checkpoint that fsyncs several files starts up to 7
+ *    short-lived threads for them (not on btrfs), with every signal
+ *    blocked, and joins them before it returns; do not cancel a thread
+ *    (pthread_cancel) while it is in an fstx call.
  */
 #ifndef FSTX_H
 #define FSTX_H
