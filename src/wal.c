@@ -405,9 +405,10 @@
  *      no op but its one open (O_CREAT), pwrites, truncates, xattr ops,
  *      renames and links touches (wal_stage.c fx_wal_logged()), gets every
  *      change of the transaction in its staged file (W2) before the record
- *      is appended, in op order; then each such file is fsynced (data,
- *      size, xattrs), then the staged directory it was made in, if any, and
- *      .fstx/wnew/ (wal_apply.c fx_w_apply_whole()), so the record is never
+ *      is appended, in op order; then such files (data, size, xattrs),
+ *      the staged directories they were made in and .fstx/wnew/ are
+ *      fsynced as one set (syncset.h; wal_apply.c fx_w_apply_whole()),
+ *      and only then is the record written, so the record is never
  *      durable without them (as W13).  The record holds their name entries
  *      and nothing of their data, and nothing applies their changes again
  *      (not the writer, a helper or replay, W4, W5): the staged file holds

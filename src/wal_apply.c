@@ -6,6 +6,7 @@
  * APPLIED, which moves past the records no longer open.
  */
 #define _GNU_SOURCE
+#include "syncset.h"
 #include "wal_int.h"
 
 #include <errno.h>
@@ -75,24 +76,12 @@ int fx_w_apply_new(const struct plan *P, const int *fds, const int *tgt,
 	return 1;
 }
 
-/* fsync the directory at path (beneath the domain): 0 or -errno. */
-static int sync_dir(struct fstx_domain *d, const char *path)
-{
-	int fd = fx_open(d, path, O_RDONLY | O_DIRECTORY, 0), r;
-
-	if (fd < 0)
-		return fd;
-	r = fx_os.fsync(fd);
-	fx_os.close(fd);
-	return r;
-}
-
 /*
  * W22: the new files that fx_wal_logged() finds whole get every change
- * of the transaction now, in op order, before the record: then each is
- * fsynced (its data, size and xattrs), then the staged directory it was
- * made in, if any, and .fstx/wnew/, so that the record can never be
- * durable without them (as W13).  Their ops get no entry and are not
+ * of the transaction now, in op order, before the record: then they
+ * (their data, size and xattrs), the staged directories they were made
+ * in and .fstx/wnew/ are fsynced as one set, so that the record can
+ * never be durable without them (as W13).  Their ops get no entry and are not
  * applied again (cl[i].whole).  0, or -errno (nothing appended yet: the
  * undo way meets the error).
  */
@@ -101,7 +90,7 @@ int fx_w_apply_whole(struct fstx_domain *d, const struct plan *P, const int *fds
 		     struct wclone *cl)
 {
 	uint8_t *whole = fx_calloc(P->nops ? P->nops : 1, 1);
-	long last = -1;
+	struct fx_syncset ss;
 	int r = 0, n = 0;
 	size_t i;
 
@@ -115,25 +104,26 @@ int fx_w_apply_whole(struct fstx_domain *d, const struct plan *P, const int *fds
 		cl[i].whole = whole[i];
 		r = got < 0 ? (int)got : 0;
 	}
-	/* write-out of all first, so that the fsyncs overlap it */
-	for (i = 0; i < P->nops && r >= 0; i++)
-		if (whole[i] && P->ops[i].op == BTRFS_IOC_UT_OP_OPEN)
-			r = fx_os.writeback(fds[i]);
+	/* one set (syncset.h: written out, then fsynced together; each
+	 * object once): the files, the staged directories they were made
+	 * in, .fstx/wnew/ */
+	fx_ss_init(&ss);
 	for (i = 0; i < P->nops && r >= 0; i++) {
 		const struct wname *w;
 
 		if (!whole[i] || P->ops[i].op != BTRFS_IOC_UT_OP_OPEN)
 			continue;
 		n++;
-		if ((r = fx_os.fsync(fds[i])) < 0 || !(w = fx_w_name_of_op(nm, nnm, i)))
-			continue;
-		if (w->dir >= 0 && w->dir != last) { /* made in a staged directory */
-			last = w->dir;
-			r = sync_dir(d, nm[w->dir].stage);
-		}
+		fx_ss_file(&ss, fds[i]);
+		if ((w = fx_w_name_of_op(nm, nnm, i)) && w->dir >= 0)
+			fx_ss_take(&ss, fx_open(d, nm[w->dir].stage, O_RDONLY | O_DIRECTORY, 0));
 	}
-	if (r >= 0 && n)
-		r = sync_dir(d, W_WNEW);
+	if (n)
+		fx_ss_take(&ss, fx_open(d, W_WNEW, O_RDONLY | O_DIRECTORY, 0));
+	if (r < 0)
+		fx_ss_drop(&ss);
+	else
+		r = fx_ss_flush(&ss);
 	free(whole);
 	return r < 0 ? r : 0;
 }
