@@ -118,11 +118,17 @@
  *      (sync_file_range) and the writer writes the new files meanwhile
  *      (fx_w_apply_new(); all again after the barrier should one fail).
  *      A record that cannot be written gets its header zeroed (it is the
- *      last; the log ends before it).  A record
- *      whose barrier fails is marked CANCELLED and never applied during
- *      this boot, and the handle latches the error: after a failed barrier
- *      the disk's state is unknown, and a recovery after power loss applies
- *      the record if it is there.
+ *      last; the log ends before it).  A record whose barrier fails is
+ *      CANCELLED, in its state word and in the log itself (its header's
+ *      state field, outside the CRC, then a barrier: wal_rec.c
+ *      fx_w_rec_cancel()), unless a helper applied it meanwhile (then it
+ *      is committed); the handle latches the error.  Written before any
+ *      later record's barrier, the cancel is durable before that record
+ *      is, so replay after power loss never applies a transaction that
+ *      returned an error beneath records planned without it (test_wal
+ *      cancelled_stays_cancelled).  Only power loss before the cancel's
+ *      own barrier, if that fails too, may still find the record whole and
+ *      apply it.
  *  W4. Under the lock again, the writer applies its record in place,
  *      unless a helper did (its record lies below APPLIED then): the hint's
  *      busy word set, the changes, then APPLIED moves past the record if it
@@ -1255,7 +1261,8 @@ static int conflicts_mem(struct fstx_domain *d, const uint64_t *set, size_t n)
 		if (h.magic != W_REC_MAGIC || h.salt != d->wal_salt ||
 		    h.len > d->wal_end - off - sizeof(h))
 			return -EUCLEAN; /* the hint points at no record: damage */
-		state = fx_w_state_in(d, st, a, off);
+		state = h.state == WS_CANCELLED ? WS_CANCELLED :
+			fx_w_state_in(d, st, a, off);
 		p = off + sizeof(h);
 		end = p + h.len;
 		off = rec_next(off, &h);
@@ -1365,6 +1372,23 @@ static int applied_meanwhile(struct fstx_domain *d, uint64_t at, uint64_t salt)
 	/* a help pass moves APPLIED past every record it applies; only the
 	 * record's own writer writes its state word */
 	return at < d->wal_applied;
+}
+
+/*
+ * W3: the record at `at`, whose barrier failed, is cancelled: in the log
+ * (fx_w_rec_cancel(), so that replay after power loss skips it too) and in
+ * its state word, unless a helper applied it while this writer had the
+ * lock dropped (unlocked): a helper's own barrier covered it, so it is
+ * committed and the error stands as one after the commit point.  The
+ * caller returns the barrier's error whatever happens here.
+ */
+static void cancel(struct fstx_domain *d, uint64_t at, uint64_t salt, int unlocked)
+{
+	if (unlocked && applied_meanwhile(d, at, salt) != 0)
+		return;
+	(void)fx_w_rec_cancel(d, at);
+	if (fx_w_set_state(d, at, WS_CANCELLED) == 0)
+		(void)fx_w_advance(d);
 }
 
 /* The inodes P appends to (O_APPEND writes, W14), into set (at most
@@ -1576,8 +1600,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		}
 		if (rs < 0) {
 			d->latched = rs;
-			r = fx_w_set_state(d, at, WS_CANCELLED);
-			r = r < 0 ? r : fx_w_advance(d);
+			cancel(d, at, salt, share);
 			r = rs;
 			goto out;
 		}

@@ -356,7 +356,7 @@ static int help_rec(struct fstx_domain *d, struct hpass *H, uint64_t size,
 
 	if (r <= 0)
 		return r < 0 ? r : -EUCLEAN;
-	if ((r = fx_w_rec_state(d, off, &h->state)) < 0)
+	if ((r = fx_w_rec_state_of(d, off, h)) < 0)
 		return r;
 	return WS_OPEN(h->state);
 }

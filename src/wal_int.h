@@ -175,6 +175,8 @@ int fx_w_head_read(struct fstx_domain *d, uint64_t *salt);
 int fx_w_rec_check(struct fstx_domain *d, uint64_t off, uint64_t size,
 		   struct wrec *h, unsigned char *buf);
 int fx_w_rec_head(struct fstx_domain *d, uint64_t off, struct wrec *h);
+int fx_w_rec_state_of(struct fstx_domain *d, uint64_t off, struct wrec *h);
+int fx_w_rec_cancel(struct fstx_domain *d, uint64_t off);
 int fx_w_entry_fd(struct fstx_domain *d, const char *path, uint64_t ino);
 int fx_w_entry_mem(const unsigned char *pl, uint64_t len, uint64_t *p,
 		   struct went *e, char *path, char *name,

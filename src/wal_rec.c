@@ -19,8 +19,10 @@
  *     0 u32 magic "FXW1"   4 u32 entries   8 u64 payload length
  *    16 u64 salt: the header's, else the record is invalid
  *    24 u32 CRC-32C of the 32 bytes (crc and state 0) and the payload
- *    28 u32 0, not covered by the CRC (in memory: the state word, which
- *       lives in .fstx/walsync, wal_note.c)
+ *    28 u32 0, or 2 once the record's barrier failed (cancelled, W3;
+ *       fx_w_rec_cancel()); not covered by the CRC, so a cancelled record
+ *       stays valid and the log goes on past it (in memory: the state
+ *       word, which lives in .fstx/walsync, wal_note.c)
  *    32 the payload: the entries, each 8-byte aligned
  *
  * An entry (struct went, 40 bytes, then its names and data):
@@ -63,6 +65,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -204,7 +207,31 @@ int fx_w_rec_head(struct fstx_domain *d, uint64_t off, struct wrec *h)
 
 	if (r == -ENODATA || (!r && (h->magic != W_REC_MAGIC || h->salt != d->wal_salt)))
 		return -EUCLEAN; /* the hint points at no record: damage */
-	return r < 0 ? r : fx_w_rec_state(d, off, &h->state);
+	return r < 0 ? r : fx_w_rec_state_of(d, off, h);
+}
+
+/* h->state: cancelled in the log (W3), else its word in .fstx/walsync. */
+int fx_w_rec_state_of(struct fstx_domain *d, uint64_t off, struct wrec *h)
+{
+	if (h->state == WS_CANCELLED)
+		return 0;
+	return fx_w_rec_state(d, off, &h->state);
+}
+
+/*
+ * W3: the record at off, whose barrier failed, cancelled in the log
+ * itself: WS_CANCELLED in its header's state field, which its CRC does
+ * not cover, then a barrier.  Written before any later record's barrier,
+ * which makes it durable with that record should this one fail; replay
+ * after another boot then skips it where it would otherwise apply a
+ * transaction that returned an error.  0 or -errno.
+ */
+int fx_w_rec_cancel(struct fstx_domain *d, uint64_t off)
+{
+	uint32_t s = WS_CANCELLED;
+	int r = fx_w_write_all(d->wal, &s, sizeof(s), off + offsetof(struct wrec, state));
+
+	return r < 0 ? r : fx_os.fdatasync(d->wal);
 }
 
 /* The entry's file, opened (writable where it can be) and checked. */
@@ -283,9 +310,9 @@ int fx_w_each_entry(struct fstx_domain *d, uint64_t from, uint64_t to, int state
 			return r == -ENODATA ? -EUCLEAN : r;
 		if (h.magic != W_REC_MAGIC || h.salt != d->wal_salt)
 			return -EUCLEAN;
-		if (states && (r = fx_w_rec_state(d, off, &h.state)) < 0)
+		if (states && (r = fx_w_rec_state_of(d, off, &h)) < 0)
 			return r;
-		if (states && h.state == WS_CANCELLED)
+		if (h.state == WS_CANCELLED) /* in the log, or its word */
 			continue;
 		end = p + h.len;
 		for (uint32_t k = 0; k < h.nent && r == 0; k++) {
@@ -824,6 +851,8 @@ int fx_w_rec_replay(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 {
 	struct wvisit v = { .fn = replay_entry, .buf = buf };
 
+	if (h->state == WS_CANCELLED) /* in the log (W3) */
+		return 0;
 	return fx_w_rec_walk(d, off, h, &v);
 }
 

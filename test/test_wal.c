@@ -915,6 +915,49 @@ static void reboot_replays_all(void **state)
 	t_drop(d);
 }
 
+/*
+ * W3: a record whose barrier fails is cancelled in the log too, not only
+ * in this boot's notes.  Its transaction returns the error and changes
+ * nothing; the next transaction's barrier makes the cancel durable with
+ * its own record, so replay after another boot skips the cancelled record
+ * and applies the later one.
+ */
+static int fdatasync_eio(int fd)
+{
+	(void)fd;
+	return -EIO;
+}
+
+static void cancelled_stays_cancelled(void **state)
+{
+	char *d = t_fresh();
+	fstx_domain *h;
+
+	(void)state;
+	t_write(d, "a", "aaaaaa", 6);
+	t_write(d, "b", "bbbbbb", 6);
+	assert_int_equal(fstx_domain_open(d, &h), 0);
+	fx_os.fdatasync = fdatasync_eio; /* the record's barrier */
+	assert_int_equal(tx_text_h(h, "option wal\nopen 0 a O_WRONLY\n"
+				      "pwrite 0 \"XX\" 0\n"), -EIO);
+	fx_os = fx_os_libc;
+	assert_int_equal(tx_text_h(h, durable), -EIO); /* latched */
+	fstx_domain_close(h);
+	expect_prefix(d, "a", "aaaaaa", 6);
+	assert_int_equal(tx_text(d, durable, NULL), 0);
+	expect_prefix(d, "b", "DDbbbb", 6);
+	/* the record was written whole; only its barrier "failed" */
+	assert_true(fx_wal_pending_dir(d) == 0);
+	fx_os.boot_id = other_boot;
+	assert_int_equal(fx_wal_pending_dir(d), 1);
+	assert_true(domain_recover(d) >= 0);
+	fx_os = fx_os_libc;
+	expect_prefix(d, "a", "aaaaaa", 6);
+	expect_prefix(d, "b", "DDbbbb", 6);
+	t_drop(d);
+}
+
+
 /* ---- new names through the log (W1, W2, W5) ------------------------------- */
 
 /* An object put: a new directory, a new file with data and an xattr, an
@@ -3487,6 +3530,7 @@ int main(void)
 		cmocka_unit_test(deferred_hint),
 		cmocka_unit_test(apply_fails),
 		cmocka_unit_test(reboot_replays_all),
+		cmocka_unit_test(cancelled_stays_cancelled),
 		cmocka_unit_test(names_one_barrier),
 		cmocka_unit_test(names_replay_lost),
 		cmocka_unit_test(names_symlink),
