@@ -138,7 +138,8 @@ extern "C" {
  * nothing.  A transaction whose only name changes are new files (open with
  * O_CREAT of an absent name) and new symlinks, then perhaps renamed, also
  * over an old file, new directories (mkdir; then perhaps renamed), renames
- * of and hard links to files and symlinks (each once), renames of
+ * of and hard links to files and symlinks (each once), hard links to new
+ * files (also from a temporary name then unlinked), renames of
  * directories (alone: no other op under their names), exchanges of two
  * files or symlinks, or of two directories (alone), in one directory,
  * unlinks of files

@@ -527,15 +527,20 @@ static int wal_steps_ok(const struct plan *P)
 			break;
 		case FX_ST_LINK: /* then moved from staging: W16 */
 			if (op != BTRFS_IOC_UT_OP_LINK || s->newid > 0)
-				return 0; /* (a link to a new file: the undo way) */
+				return 0;
 			break;
 		case FX_ST_MOVE:
 			if (s->newid > 0) { /* a new object: from staging, or on */
 				uint32_t kind = made_by(P, s->newid);
 
-				/* not a link's second name of it: the log knows
-				 * a new object by one name */
-				if (op == BTRFS_IOC_UT_OP_LINK || fx_under(s->dst, FX_META) ||
+				/* a link's second name: of a new file only
+				 * (W16: a W_LINK entry from its first name) */
+				if ((op == BTRFS_IOC_UT_OP_LINK && kind != FX_ST_MKFILE) ||
+				    (fx_under(s->dst, FX_META) &&
+				     /* a name of a new file dropped: it
+				      * keeps the others, or takes the undo
+				      * way (wal_stage.c keeps_name()) */
+				     (kind != FX_ST_MKFILE || !fx_under(s->dst, FX_TRASH))) ||
 				    (kind != FX_ST_MKFILE && kind != FX_ST_SYMLINK &&
 				     kind != FX_ST_MKDIR))
 					return 0;

@@ -338,6 +338,16 @@
  *      linked there, else -ESTALE (no later record removes a name of the
  *      object: W17 checkpoints first).  The checkpoint fsyncs the new
  *      name's directory.  test_wal names_link.
+ *      A new file's names are the names its moves leave it at when the
+ *      transaction ends (wal_stage.c keeps_name(): a link adds one, a
+ *      rename moves one, an unlink drops one): its W_NEWF entry takes the
+ *      first, and each other is a kind 11 entry after the new files, from
+ *      that first name, with the staged file's inode.  Replay makes the
+ *      file first (W5), then the link; a link name still on the inode of
+ *      a file that replay had to make again (its staged name and first
+ *      name lost) is linked again to the file made.  A new file left with
+ *      no name takes the undo way.  test_wal new_file_linked, corpus tx
+ *      19.
  * W17. Removals of a name of a file or symlink that has other names are
  *      removals like any other (W1, W2: the name goes to .fstx/wnew/ after
  *      the barrier, replay moves it there when it still holds the inode),
@@ -1489,6 +1499,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		r = 1;
 		goto out;
 	}
+	fx_w_link_inodes(nm, nnm); /* W16: new files' links, once staged */
 	for (i = 0; i < P->nops; i++) { /* a new file's entries: its last name */
 		struct wname *w = P->pops[tgt[i]].create ? fx_w_name_of_op(nm, nnm, (size_t)tgt[i]) : NULL;
 

@@ -140,6 +140,8 @@ struct wname {
 				 * the one at path before, at stage after */
 	uint64_t ino2;          /* W_SWAP: the one at stage before, at path after */
 	size_t op;              /* the op that creates it */
+	size_t link_of;         /* W_LINK of a new file (W16): 1 + the index
+				 * of its W_NEWF entry, else 0 */
 };
 
 /* A pwrite staged in a file of its own (W13), per op: fd -1 if not. */
@@ -283,6 +285,7 @@ const char *fx_w_moved_to(const struct wname *nm, size_t nnm, uint64_t ino);
 void fx_w_unstage(struct fstx_domain *d, struct wname *nm, size_t nnm);
 void fx_w_free_stages(struct wname *nm, size_t cap);
 struct wname *fx_w_name_of_op(struct wname *nm, size_t nnm, size_t op);
+void fx_w_link_inodes(struct wname *nm, size_t nnm);
 /* W13, W19: stage the pwrites fx_wal_stages() takes and every clone range
  * into cl (P->nops of them, fd -1 each), durable with their names: the
  * count staged, or -errno.  fds: the ops' open files (a clone's source). */

@@ -492,22 +492,29 @@ static int swap_apply(struct fstx_domain *d, const char *path, const char *other
 /*
  * W16: a second name, path, for object ino, first named src.  Done when
  * path holds it; else linked when src holds it; anything else is -ESTALE
- * (no later record removes a name of it, W17).  rd:
- * lstat(path)'s result, in *st.
+ * (no later record removes a name of it, W17).  A new file that replay
+ * made again (its staged name and first name lost, fx_w_name_apply()) may
+ * have kept this name, the record's own, on its lost inode: that name is
+ * linked again to the file made.  rd: lstat(path)'s result, in *st.
  */
 static int link_apply(struct fstx_domain *d, const char *path, const char *src,
 		      uint64_t ino, int rd, const struct stat *st)
 {
+	uint64_t now = fx_w_ino(d, ino);
 	struct stat sst;
 	int rs;
 
 	if (rd < 0 && rd != -ENOENT)
 		return rd;
-	if (rd == 0)
-		return (uint64_t)st->st_ino == fx_w_ino(d, ino) ? 0 : -ESTALE;
+	if (rd == 0 && (uint64_t)st->st_ino == now)
+		return 0;
+	if (rd == 0 && (now == ino || (uint64_t)st->st_ino != ino))
+		return -ESTALE;
+	if (rd == 0 && (rs = fx_remove(d, path, 0, NULL)) < 0)
+		return rs;
 	if ((rs = fx_lstat(d, src, &sst)) < 0)
 		return rs == -ENOENT ? -ESTALE : rs;
-	return (uint64_t)sst.st_ino == fx_w_ino(d, ino) ? link_at(d, src, path) : -ESTALE;
+	return (uint64_t)sst.st_ino == now ? link_at(d, src, path) : -ESTALE;
 }
 
 /*

@@ -31,15 +31,32 @@ static void stage_name(struct fstx_domain *d, struct wname *w, size_t k)
 		 (unsigned long long)d->wal_salt, (unsigned long long)d->wal_end, k);
 }
 
-/* The last step that moves new object newid (SIZE_MAX: none). */
-static size_t last_move(const struct plan *P, int newid)
+/*
+ * Does step k give new object newid a name it keeps to the end: a move of
+ * it out of .fstx/ whose destination no later step moves it from (a
+ * rename, or a removal into the trash)?  A new file has one such step per
+ * name it ends with: its first name, then each hard link (W16).
+ */
+static int keeps_name(const struct plan *P, int newid, size_t k)
 {
-	size_t last = SIZE_MAX;
+	const struct fx_step *s = &P->steps[k];
 
+	if (s->kind != FX_ST_MOVE || s->newid != newid || fx_under(s->dst, FX_META))
+		return 0;
+	for (size_t j = k + 1; j < P->nsteps; j++)
+		if (P->steps[j].kind == FX_ST_MOVE && P->steps[j].newid == newid &&
+		    !strcmp(P->steps[j].src, s->dst))
+			return 0;
+	return 1;
+}
+
+/* The step of new object newid's first kept name (SIZE_MAX: none). */
+static size_t first_name(const struct plan *P, int newid)
+{
 	for (size_t k = 0; k < P->nsteps; k++)
-		if (P->steps[k].kind == FX_ST_MOVE && P->steps[k].newid == newid)
-			last = k;
-	return last;
+		if (keeps_name(P, newid, k))
+			return k;
+	return SIZE_MAX;
 }
 
 /*
@@ -80,7 +97,7 @@ static size_t names_made(struct fstx_domain *d, const struct plan *P,
 
 		if (s->kind != kind)
 			continue;
-		size_t last = last_move(P, s->newid);
+		size_t last = first_name(P, s->newid);
 
 		nm[n] = (struct wname){ .kind = kind == FX_ST_MKDIR ? W_MKDIR :
 						kind == FX_ST_SYMLINK ? W_SYMLINK : W_NEWF,
@@ -156,10 +173,52 @@ static size_t names_moved(const struct plan *P, struct wname *nm, size_t n)
 }
 
 /*
+ * After nm[0..n): the other names of the new files of nm (W16: hard links
+ * the transaction gives them), each a W_LINK entry from the file's first
+ * name, in step order; the new count, or SIZE_MAX when memory runs out.
+ * A new file's two steps (made, moved to its first name) and each link's
+ * two (linked into .fstx/new/, moved to its name) make one entry each, so
+ * nm (P->nsteps entries) holds them.
+ */
+static size_t names_linked(const struct plan *P, struct wname *nm, size_t n)
+{
+	for (size_t f = 0, nf = n; f < nf; f++) {
+		int newid = P->steps[nm[f].step].newid;
+		size_t first;
+
+		if (nm[f].kind != W_NEWF || !nm[f].path)
+			continue;
+		first = first_name(P, newid);
+		for (size_t k = first + 1; k < P->nsteps; k++) {
+			if (!keeps_name(P, newid, k))
+				continue;
+			nm[n] = (struct wname){ .kind = W_LINK, .op = P->steps[k].op,
+						.step = k, .dir = -1, .sfd = -1,
+						.link_of = f + 1,
+						.stage = fx_strdup(nm[f].path) };
+			nm[n].path = rebased(P, k, P->steps[k].dst, &nm[n]);
+			if (!nm[n].stage || !nm[n].path)
+				return SIZE_MAX;
+			n++;
+		}
+	}
+	return n;
+}
+
+/* W16: a new file's links, their inode: the staged file's, once made. */
+void fx_w_link_inodes(struct wname *nm, size_t nnm)
+{
+	for (size_t k = 0; k < nnm; k++)
+		if (nm[k].link_of)
+			nm[k].ino = nm[nm[k].link_of - 1].ino;
+}
+
+/*
  * The name entries of plan P (W1: removals of initial objects, new
- * directories, renames of initial objects (W15), new files, new symlinks
- * at their final names), in that order and each kind in step order, into
- * nm (at most P->nsteps); their number.
+ * directories, renames and links of initial objects (W15, W16), new
+ * files, new symlinks at their final names, then the links of new files
+ * (W16)), in that order and each kind in step order, into nm (at most
+ * P->nsteps); their number.
  */
 size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
 		     struct wname *nm)
@@ -182,7 +241,8 @@ size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
 	if ((n = names_moved(P, nm, n)) == SIZE_MAX)
 		return 0; /* steps and no names: the undo way */
 	n = names_made(d, P, FX_ST_MKFILE, nm, n);
-	return names_made(d, P, FX_ST_SYMLINK, nm, n);
+	n = names_made(d, P, FX_ST_SYMLINK, nm, n);
+	return (n = names_linked(P, nm, n)) == SIZE_MAX ? 0 : n;
 }
 
 /* 1 if path p lies in directory dir (any depth). */
@@ -521,7 +581,8 @@ static int swap_declined(struct fstx_domain *d, const struct plan *P, const stru
 
 /*
  * W15, W16, W20: the renames and links the log takes are of a file or
- * symlink of the tree, or renames of a directory of the tree (W20), each
+ * symlink of the tree (or links of a new file, from its first name of at
+ * most W_NAME_MAX bytes), or renames of a directory of the tree (W20), each
  * object renamed or linked once and not removed by the same transaction,
  * from a path of at most W_NAME_MAX bytes (the entry's name), to a name
  * that no other rename or link leaves or uses (no chains, no cycles),
@@ -547,6 +608,12 @@ int fx_w_move_declined(struct fstx_domain *d, const struct plan *P, struct wname
 					return 1;
 		if (!W_FROM_TREE(m->kind))
 			continue;
+		if (m->link_of) { /* of a new file: its first name, made after */
+			if (strlen(m->stage) > W_NAME_MAX || in_meta(m->path) ||
+			    in_meta(m->stage))
+				return 1;
+			continue;
+		}
 		if (strlen(m->stage) > W_NAME_MAX || in_meta(m->path) || in_meta(m->stage) ||
 		    fx_lstat(d, m->stage, &st) < 0 || (uint64_t)st.st_ino != m->ino)
 			return 1;

@@ -110,6 +110,10 @@ static const char *const corpus[] = {
 	/* 18: two directories exchanged, alone (the log's W21 on W20's
 	 * terms), and a file written beside them */
 	"rename d empty exchange\nopen 0 b O_WRONLY\npwrite 0 \"BESIDE\" 2\n",
+	/* 19: a file made under a temporary name, linked to two names, the
+	 * temporary one dropped (the log's W16 for a new file) */
+	"open 0 tmpf O_WRONLY|O_CREAT\npwrite 0 \"obj\" 0\nclose 0\nlink tmpf d/o1\n"
+	"link tmpf d/e/o2\nunlink tmpf\nsetxattr d/o1 user.h \"h\"\n",
 };
 
 #define NFIXED (sizeof(corpus) / sizeof(corpus[0]))

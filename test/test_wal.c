@@ -2189,29 +2189,64 @@ static void big_logged(void **state)
 }
 
 /*
- * A hard link to a file the transaction makes keeps both names, as the
- * undo way does (the log took the link's name for the file's only one:
- * n was lost), also for a large new file written whole (W22).
+ * W16: hard links to a file the transaction makes ride the log: one
+ * barrier, the undo way's tree (both names on one inode), replay after
+ * another boot twice the same, with the link lost, or with the staged
+ * file and the first name lost while the link kept the first inode (the
+ * file is made again, the link made again to it).  A temporary first
+ * name dropped after the link, links in a new directory renamed after
+ * them (W18), and a large new file written whole (W22) alike.  (The log
+ * once took the link's name for the file's only one: n was lost.)
  */
+static void same_inode(const char *d, const char *x, const char *y)
+{
+	struct stat a, b;
+	char *p, *q;
+
+	assert_true(asprintf(&p, "%s/%s", d, x) > 0 && asprintf(&q, "%s/%s", d, y) > 0);
+	assert_int_equal(stat(p, &a), 0);
+	assert_int_equal(stat(q, &b), 0);
+	assert_true(a.st_ino == b.st_ino && a.st_nlink == 2); /* a link, not a copy */
+	free(p);
+	free(q);
+}
+
 static void new_file_linked(void **state)
 {
 	static const char tx[] = "open 0 n O_WRONLY|O_CREAT\npwrite 0 \"x\" 0\nlink n n2\n";
+	static const char *const more[] = {
+		"open 0 t O_WRONLY|O_CREAT\npwrite 0 \"y\" 0\nclose 0\nlink t d/f2\nunlink t\n",
+		"mkdir nd\nopen 0 nd/x O_WRONLY|O_CREAT\npwrite 0 \"z\" 0\nlink nd/x nd/y\n"
+		"link nd/x top\nrename nd/y nd/w\nsetxattr nd/x user.k \"v\"\n",
+		"mkdir tmp\nopen 0 tmp/x O_WRONLY|O_CREAT\npwrite 0 \"q\" 0\n"
+		"link tmp/x tmp/x2\nrename tmp pub\n",
+	};
 	uint64_t large = fx_wal_large, smin = fx_wal_stage_min;
-	char *want = undo_after(tx), *d = t_fresh(), *got;
+	char *want = logged_as_undo(tx), *d, *got;
 
 	(void)state;
-	assert_int_equal(tx_text(d, tx, NULL), 0);
-	got = t_snapshot(d);
-	assert_string_equal(got, want);
-	free(got);
+	for (size_t k = 0; k < sizeof(more) / sizeof(more[0]); k++)
+		free(logged_as_undo(more[k]));
+	d = log_one_barrier(tx);
+	same_inode(d, "n", "n2");
+	unlink_rel(d, "n2", 0); /* the link lost */
+	replay_twice(d, want);
+	same_inode(d, "n", "n2");
+	t_drop(d);
+	d = log_one_barrier(tx);
+	unlink_rel(d, "n", 0); /* the staged file and first name lost */
+	replay_twice(d, want);
+	same_inode(d, "n", "n2");
 	t_drop(d);
 	fx_wal_large = 0;
 	fx_wal_stage_min = 1;
 	d = t_fresh();
 	assert_int_equal(tx_text(d, tx, NULL), 0);
+	assert_true(wal_end_dir(d) > 1024); /* through the log */
 	got = t_snapshot(d);
 	assert_string_equal(got, want);
 	free(got);
+	same_inode(d, "n", "n2");
 	t_drop(d);
 	fx_wal_large = large;
 	fx_wal_stage_min = smin;
