@@ -1072,7 +1072,7 @@ static int semantic(int r)
 	switch (-r) {
 	case ENOENT: case ENOTDIR: case EEXIST: case EISDIR: case ENOTEMPTY:
 	case EBUSY: case EINVAL: case EXDEV: case EPERM: case ELOOP:
-	case ENAMETOOLONG: case EACCES:
+	case ENAMETOOLONG: case EACCES: case EBADF: /* a slot not open */
 		return 1;
 	}
 	return 0;
@@ -1090,15 +1090,24 @@ static int plan_op(struct plan *P, size_t i)
 		r = plan_open(P, i, po);
 		break;
 	case BTRFS_IOC_UT_OP_CLOSE:
+		r = P->slots[op->args[0]].live ? 0 : -EBADF;
 		P->slots[op->args[0]].live = 0;
 		break;
 	case BTRFS_IOC_UT_OP_PWRITE:
+		if (!P->slots[op->args[0]].live) { /* its open failed, or closed */
+			r = -EBADF;
+			break;
+		}
 		po->obj = P->slots[op->args[0]].obj;
 		po->append = P->slots[op->args[0]].append;
 		r = plan_write(P, op->args[0], (uint64_t)op->args[3],
 			       (uint64_t)op->args[2]);
 		break;
 	case BTRFS_IOC_UT_OP_CLONERANGE:
+		if (!P->slots[op->args[0]].live || !P->slots[op->args[1]].live) {
+			r = -EBADF;
+			break;
+		}
 		po->obj = P->slots[op->args[0]].obj;
 		r = plan_write(P, op->args[0], (uint64_t)op->args[4],
 			       op->args[3] ? (uint64_t)op->args[3] : UINT64_MAX);

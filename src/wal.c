@@ -23,8 +23,9 @@
  *      every op predicted to succeed, or to fail where the transaction
  *      lets it (no FAIL_ON condition fires, not strict: the op runs
  *      nothing, plan.h fx_pop_dead(), and its result is the prediction,
- *      as in the undo way; a close of a slot its failed open left shut
- *      is EBADF; test_wal predicted_fail_log), at most
+ *      as in the undo way; a close, pwrite or clone range through a
+ *      slot its failed open left shut is EBADF, plan.c; test_wal
+ *      predicted_fail_log), at most
  *      fx_wal_big bytes of data logged (W13's staged overwrites and
  *      W22's whole new files are not; W22 takes new files once the data
  *      passes fx_wal_large; a large overwrite logged is written twice

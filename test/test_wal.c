@@ -2009,8 +2009,8 @@ static void xattr_flags_log(void **state)
  * Ops predicted to fail whose failure the transaction ignores ("-op":
  * no condition, not strict) run nothing, the undo way and the log alike:
  * such transactions ride the log (one barrier), with the undo way's tree
- * and the same result for every op (the prediction; a close of a slot
- * whose open failed, EBADF), replayed twice the same.  A close of such a
+ * and the same result for every op (the prediction; a close, pwrite or
+ * clone through a slot whose open failed, EBADF), replayed twice the same.  A close of such a
  * slot that the transaction does not ignore fails as the undo way does.
  */
 static void predicted_fail_log(void **state)
@@ -2021,6 +2021,10 @@ static void predicted_fail_log(void **state)
 		"-mkdir a\n-rmdir nothere\nsymlink a l2\n-rename nothere x\nrename b b2\n",
 		"-open 0 d O_WRONLY\nopen 1 n O_WRONLY|O_CREAT\npwrite 1 \"n\" 0\n"
 		"-link nothere n2\n-truncate nothere 0\n",
+		/* a pwrite and a clone through a slot whose open failed: EBADF */
+		"-open 0 missing O_WRONLY\n-pwrite 0 \"x\" 0\nopen 1 a O_WRONLY\npwrite 1 \"Y\" 0\n",
+		"-open 0 missing O_RDONLY\nopen 1 n O_RDWR|O_CREAT\n-clonerange 1 0 0 5 0\n"
+		"pwrite 1 \"n\" 0\n",
 	};
 	__s64 want[64], got[64];
 
