@@ -123,13 +123,16 @@
  *      CANCELLED, in its state word and in the log itself (its header's
  *      state field, outside the CRC, then a barrier: wal_rec.c
  *      fx_w_rec_cancel()), unless a helper applied it meanwhile (then it
- *      is committed); the handle latches the error.  Written before any
- *      later record's barrier, the cancel is durable before that record
- *      is, so replay after power loss never applies a transaction that
- *      returned an error beneath records planned without it (test_wal
- *      cancelled_stays_cancelled).  Only power loss before the cancel's
- *      own barrier, if that fails too, may still find the record whole and
- *      apply it.
+ *      is committed); the handle latches the error.  A later barrier that
+ *      covers the cancel makes it durable with the records after it, so
+ *      replay after power loss does not apply a transaction that returned
+ *      an error beneath records planned without it (test_wal
+ *      cancelled_stays_cancelled).  Not covered: power loss before the
+ *      cancel is durable (its own barrier failed too, or a writer whose
+ *      barrier began after the failed one, on a descriptor opened after
+ *      the error, so that it saw none, applied its record before the
+ *      failed writer took the lock back): the record is applied then if
+ *      power loss kept it whole.
  *  W4. Under the lock again, the writer applies its record in place,
  *      unless a helper did (its record lies below APPLIED then): the hint's
  *      busy word set, the changes, then APPLIED moves past the record if it
@@ -1395,9 +1398,13 @@ static int applied_meanwhile(struct fstx_domain *d, uint64_t at, uint64_t salt)
  */
 static void cancel(struct fstx_domain *d, uint64_t at, uint64_t salt, int unlocked)
 {
-	if (unlocked && applied_meanwhile(d, at, salt) != 0)
+	int m = unlocked ? applied_meanwhile(d, at, salt) : 0;
+
+	if (m > 0)
 		return;
-	(void)fx_w_rec_cancel(d, at);
+	/* the log's state unknown (m < 0): its word only, of its salt */
+	if (m == 0)
+		(void)fx_w_rec_cancel(d, at);
 	if (fx_w_set_state(d, at, WS_CANCELLED) == 0)
 		(void)fx_w_advance(d);
 }
@@ -1600,7 +1607,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 				goto out;
 			}
 			/* a failed barrier first: the record is cancelled
-			 * (W3) even if a helper applied it meanwhile */
+			 * (W3) unless a helper applied it meanwhile */
 			if (rs == 0 && (r = applied_meanwhile(d, at, salt)) != 0) {
 				if (r > 0)
 					results(ut, P, res);

@@ -221,10 +221,10 @@ int fx_w_rec_state_of(struct fstx_domain *d, uint64_t off, struct wrec *h)
 /*
  * W3: the record at off, whose barrier failed, cancelled in the log
  * itself: WS_CANCELLED in its header's state field, which its CRC does
- * not cover, then a barrier.  Written before any later record's barrier,
- * which makes it durable with that record should this one fail; replay
- * after another boot then skips it where it would otherwise apply a
- * transaction that returned an error.  0 or -errno.
+ * not cover, then a barrier (a later record's barrier covers it too,
+ * should this one fail); replay after another boot then skips it where
+ * it would otherwise apply a transaction that returned an error.  0 or
+ * -errno.
  */
 int fx_w_rec_cancel(struct fstx_domain *d, uint64_t off)
 {
