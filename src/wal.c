@@ -1508,11 +1508,14 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		goto out;
 	}
 	fx_w_link_inodes(nm, nnm); /* W16: new files' links, once staged */
-	for (i = 0; i < P->nops; i++) { /* a new file's entries: its last name */
-		struct wname *w = P->pops[tgt[i]].create ? fx_w_name_of_op(nm, nnm, (size_t)tgt[i]) : NULL;
-
-		fpath[i] = w ? w->path : NULL;
-		if (!w) /* a renamed file's: where it goes (W15) */
+	/* a new file's entries: its first kept name (one pass: the open
+	 * that makes it first, then the ops through it) */
+	for (size_t k = 0; k < nnm; k++)
+		if (nm[k].kind == W_NEWF)
+			fpath[nm[k].op] = nm[k].path;
+	for (i = 0; i < P->nops; i++) {
+		fpath[i] = P->pops[tgt[i]].create ? fpath[tgt[i]] : NULL;
+		if (!P->pops[tgt[i]].create) /* a renamed file's: where it goes (W15) */
 			fpath[i] = fx_w_moved_to(nm, nnm, ino[tgt[i]]);
 	}
 	assert_inodes(d, P, ino);

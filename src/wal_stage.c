@@ -32,31 +32,64 @@ static void stage_name(struct fstx_domain *d, struct wname *w, size_t k)
 }
 
 /*
- * Does step k give new object newid a name it keeps to the end: a move of
- * it out of .fstx/ whose destination no later step moves it from (a
- * rename, or a removal into the trash)?  A new file has one such step per
- * name it ends with: its first name, then each hard link (W16).
+ * What fx_w_names_of() finds in the plan's steps, once (a search of the
+ * steps per name would make a transaction of n new files O(n^2)).
+ *   moves  the steps that move a new object on from a name it had (W18's
+ *          renames of new directories, renames of new files), in order
+ *   first  per new object: the step of the first name it keeps to the
+ *          end (a move of it out of .fstx/ that no later step moves it
+ *          from, by rename or by removal into the trash), SIZE_MAX none;
+ *   next   per step: the next such step of the same object.  A new file
+ *          has one per name it ends with: its first, then each hard link
+ *          (W16); a directory or symlink at most one.
  */
-static int keeps_name(const struct plan *P, int newid, size_t k)
-{
-	const struct fx_step *s = &P->steps[k];
+struct nix {
+	size_t *moves, nmoves;
+	size_t *first, *next;
+};
 
-	if (s->kind != FX_ST_MOVE || s->newid != newid || fx_under(s->dst, FX_META))
-		return 0;
-	for (size_t j = k + 1; j < P->nsteps; j++)
-		if (P->steps[j].kind == FX_ST_MOVE && P->steps[j].newid == newid &&
-		    !strcmp(P->steps[j].src, s->dst))
-			return 0;
-	return 1;
+static void nix_free(struct nix *X)
+{
+	free(X->moves);
+	free(X->first);
+	free(X->next);
 }
 
-/* The step of new object newid's first kept name (SIZE_MAX: none). */
-static size_t first_name(const struct plan *P, int newid)
+static int nix_build(const struct plan *P, struct nix *X)
 {
-	for (size_t k = 0; k < P->nsteps; k++)
-		if (keeps_name(P, newid, k))
-			return k;
-	return SIZE_MAX;
+	size_t nid = P->newid > 0 ? (size_t)P->newid + 1 : 1;
+
+	X->nmoves = 0;
+	X->moves = fx_malloc((P->nsteps ? P->nsteps : 1) * sizeof(size_t));
+	X->next = fx_malloc((P->nsteps ? P->nsteps : 1) * sizeof(size_t));
+	X->first = fx_malloc(nid * sizeof(size_t));
+	if (!X->moves || !X->next || !X->first)
+		return -ENOMEM;
+	for (size_t i = 0; i < nid; i++)
+		X->first[i] = SIZE_MAX;
+	for (size_t k = 0; k < P->nsteps; k++) {
+		const struct fx_step *s = &P->steps[k];
+		size_t *c;
+
+		X->next[k] = SIZE_MAX;
+		if (s->kind != FX_ST_MOVE || s->newid <= 0)
+			continue;
+		if ((size_t)s->newid >= nid)
+			return -EINVAL; /* not the planner's: the undo way */
+		if (*s->src && !fx_under(s->src, FX_NEW))
+			X->moves[X->nmoves++] = k;
+		for (c = &X->first[s->newid]; *c != SIZE_MAX; c = &X->next[*c])
+			if (!strcmp(P->steps[*c].dst, s->src)) { /* the name it leaves */
+				*c = X->next[*c];
+				break;
+			}
+		if (fx_under(s->dst, FX_META))
+			continue;
+		for (c = &X->first[s->newid]; *c != SIZE_MAX; c = &X->next[*c])
+			;
+		*c = k;
+	}
+	return 0;
 }
 
 /*
@@ -66,17 +99,17 @@ static size_t first_name(const struct plan *P, int newid)
  * changed; NULL when memory runs out or it would reach PATH_MAX (the
  * transaction then takes the undo way).
  */
-static const char *rebased(const struct plan *P, size_t k, const char *dst, struct wname *w)
+static const char *rebased(const struct plan *P, const struct nix *X, size_t k,
+			   const char *dst, struct wname *w)
 {
 	const char *p = dst;
 
-	for (size_t j = k + 1; p && j < P->nsteps; j++) {
-		const struct fx_step *s = &P->steps[j];
-		size_t n = strlen(s->src ? s->src : "");
+	for (size_t m = 0; p && m < X->nmoves; m++) {
+		const struct fx_step *s = &P->steps[X->moves[m]];
+		size_t n = strlen(s->src);
 		char *q;
 
-		if (s->kind != FX_ST_MOVE || s->newid <= 0 || !n || fx_under(s->src, FX_NEW) ||
-		    strncmp(p, s->src, n) || p[n] != '/')
+		if (X->moves[m] <= k || strncmp(p, s->src, n) || p[n] != '/')
 			continue;
 		if (strlen(s->dst) + strlen(p + n) >= PATH_MAX || /* no entry takes it */
 		    asprintf(&q, "%s%s", s->dst, p + n) < 0)
@@ -89,7 +122,7 @@ static const char *rebased(const struct plan *P, size_t k, const char *dst, stru
 
 /* After nm[0..n): the new objects that steps of kind (MKDIR, MKFILE,
  * SYMLINK) make, at their final names; the new count. */
-static size_t names_made(struct fstx_domain *d, const struct plan *P,
+static size_t names_made(struct fstx_domain *d, const struct plan *P, const struct nix *X,
 			 uint32_t kind, struct wname *nm, size_t n)
 {
 	for (size_t k = 0; k < P->nsteps; k++) {
@@ -97,14 +130,14 @@ static size_t names_made(struct fstx_domain *d, const struct plan *P,
 
 		if (s->kind != kind)
 			continue;
-		size_t last = first_name(P, s->newid);
+		size_t last = X->first[s->newid];
 
 		nm[n] = (struct wname){ .kind = kind == FX_ST_MKDIR ? W_MKDIR :
 						kind == FX_ST_SYMLINK ? W_SYMLINK : W_NEWF,
 					.mode = s->mode, .op = s->op, .dir = -1,
 					.target = s->aux };
 		if (last != SIZE_MAX) /* NULL (no name) declines, wal.c */
-			nm[n].path = rebased(P, last, P->steps[last].dst, &nm[n]);
+			nm[n].path = rebased(P, X, last, P->steps[last].dst, &nm[n]);
 		nm[n].stage = nm[n].sbuf; /* "" for a directory made in place */
 		nm[n].sfd = -1;
 		if (kind != FX_ST_MKDIR)
@@ -136,7 +169,8 @@ int fx_wal_swap_at(const struct plan *P, size_t k)
 	       s[2].ino == s[0].ino;
 }
 
-static size_t names_moved(const struct plan *P, struct wname *nm, size_t n)
+static size_t names_moved(const struct plan *P, const struct nix *X, struct wname *nm,
+			  size_t n)
 {
 	for (size_t k = 0; k < P->nsteps; k++) {
 		const struct fx_step *s = &P->steps[k];
@@ -164,7 +198,7 @@ static size_t names_moved(const struct plan *P, struct wname *nm, size_t n)
 		nm[n] = (struct wname){ .kind = kind, .ino = s->ino,
 					.op = s->op, .step = k, .dir = -1, .sfd = -1,
 					.stage = fx_strdup(from) };
-		nm[n].path = rebased(P, k, s->dst, &nm[n]);
+		nm[n].path = rebased(P, X, k, s->dst, &nm[n]);
 		if (!nm[n].stage || !nm[n].path)
 			return SIZE_MAX;
 		n++;
@@ -180,23 +214,19 @@ static size_t names_moved(const struct plan *P, struct wname *nm, size_t n)
  * two (linked into .fstx/new/, moved to its name) make one entry each, so
  * nm (P->nsteps entries) holds them.
  */
-static size_t names_linked(const struct plan *P, struct wname *nm, size_t n)
+static size_t names_linked(const struct plan *P, const struct nix *X, struct wname *nm,
+			   size_t n)
 {
 	for (size_t f = 0, nf = n; f < nf; f++) {
-		int newid = P->steps[nm[f].step].newid;
-		size_t first;
-
 		if (nm[f].kind != W_NEWF || !nm[f].path)
 			continue;
-		first = first_name(P, newid);
-		for (size_t k = first + 1; k < P->nsteps; k++) {
-			if (!keeps_name(P, newid, k))
-				continue;
+		for (size_t k = X->next[X->first[P->steps[nm[f].step].newid]]; k != SIZE_MAX;
+		     k = X->next[k]) {
 			nm[n] = (struct wname){ .kind = W_LINK, .op = P->steps[k].op,
 						.step = k, .dir = -1, .sfd = -1,
 						.link_of = f + 1,
 						.stage = fx_strdup(nm[f].path) };
-			nm[n].path = rebased(P, k, P->steps[k].dst, &nm[n]);
+			nm[n].path = rebased(P, X, k, P->steps[k].dst, &nm[n]);
 			if (!nm[n].stage || !nm[n].path)
 				return SIZE_MAX;
 			n++;
@@ -223,6 +253,7 @@ void fx_w_link_inodes(struct wname *nm, size_t nnm)
 size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
 		     struct wname *nm)
 {
+	struct nix X = { 0 };
 	size_t n = 0;
 
 	for (size_t k = 0; k < P->nsteps; k++) {
@@ -237,12 +268,18 @@ size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
 			strcat(nm[n].sbuf, FX_WNEW_KEEP);
 		n++;
 	}
-	n = names_made(d, P, FX_ST_MKDIR, nm, n);
-	if ((n = names_moved(P, nm, n)) == SIZE_MAX)
+	if (nix_build(P, &X) < 0) {
+		nix_free(&X);
 		return 0; /* steps and no names: the undo way */
-	n = names_made(d, P, FX_ST_MKFILE, nm, n);
-	n = names_made(d, P, FX_ST_SYMLINK, nm, n);
-	return (n = names_linked(P, nm, n)) == SIZE_MAX ? 0 : n;
+	}
+	n = names_made(d, P, &X, FX_ST_MKDIR, nm, n);
+	if ((n = names_moved(P, &X, nm, n)) != SIZE_MAX) {
+		n = names_made(d, P, &X, FX_ST_MKFILE, nm, n);
+		n = names_made(d, P, &X, FX_ST_SYMLINK, nm, n);
+		n = names_linked(P, &X, nm, n);
+	}
+	nix_free(&X);
+	return n == SIZE_MAX ? 0 : n;
 }
 
 /* 1 if path p lies in directory dir (any depth). */
