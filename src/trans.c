@@ -539,7 +539,7 @@ static int wal_steps_ok(const struct plan *P)
 				    (fx_under(s->dst, FX_META) &&
 				     /* a name of a new file dropped: it
 				      * keeps the others, or takes the undo
-				      * way (wal_stage.c keeps_name()) */
+				      * way (wal_stage.c struct nix) */
 				     (kind != FX_ST_MKFILE || !fx_under(s->dst, FX_TRASH))) ||
 				    (kind != FX_ST_MKFILE && kind != FX_ST_SYMLINK &&
 				     kind != FX_ST_MKDIR))

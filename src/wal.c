@@ -343,7 +343,7 @@
  *      object: W17 checkpoints first).  The checkpoint fsyncs the new
  *      name's directory.  test_wal names_link.
  *      A new file's names are the names its moves leave it at when the
- *      transaction ends (wal_stage.c keeps_name(): a link adds one, a
+ *      transaction ends (wal_stage.c struct nix: a link adds one, a
  *      rename moves one, an unlink drops one): its W_NEWF entry takes the
  *      first, and each other is a kind 11 entry after the new files, from
  *      that first name, with the staged file's inode.  Replay makes the
