@@ -14,7 +14,8 @@
  *                  patches, 5 bytes each, and byte 1 bit 1 a cut;
  *          mode 2  forge: as 1, then every record's CRC recomputed, so the
  *                  checks after the CRC (entry lengths, kinds, paths,
- *                  inode numbers, sizes) are reached.
+ *                  inode numbers, sizes) are reached, and a record's
+ *                  state field as patched (2: cancelled, W3).
  * Recovery then runs as after a reboot (another boot id: every record is
  * replayed), or, when byte 0 / 3 is odd, in the same boot with a hint that
  * says an applier was cut short: the help pass (wal_apply.c, W4) reads every
@@ -83,17 +84,21 @@ static void fix_crcs(unsigned char *j, size_t n)
 	size_t off = 1024;
 
 	while (off + 32 <= n) {
-		uint32_t magic, zero = 0, crc;
+		uint32_t magic, zero = 0, crc, state;
 		uint64_t len;
 
 		memcpy(&magic, j + off, 4);
 		memcpy(&len, j + off + 8, 8);
 		if (magic != 0x31575846u || len > n - off - 32)
 			break;
+		/* the state field (2: cancelled, W3) stays as patched: the
+		 * CRC does not cover it */
+		memcpy(&state, j + off + 28, 4);
 		memcpy(j + off + 24, &zero, 4);
 		memcpy(j + off + 28, &zero, 4);
 		crc = fx_crc32c(fx_crc32c(0, j + off, 32), j + off + 32, (size_t)len);
 		memcpy(j + off + 24, &crc, 4);
+		memcpy(j + off + 28, &state, 4);
 		off += 32 + ((len + 7) & ~(uint64_t)7);
 	}
 }
