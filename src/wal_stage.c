@@ -382,9 +382,16 @@ int fx_w_stage_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm)
 	return 0;
 }
 
+/* An open for reading (of a clone's source, W19: staged before the
+ * record, so the removal after the barrier does not touch what it read). */
+static int reads_only(const struct btrfs_ioctl_usertrans_op *op)
+{
+	return op->op == BTRFS_IOC_UT_OP_OPEN && (op->args[1] & O_ACCMODE) == O_RDONLY;
+}
+
 /*
  * Removals the log does not take (W1): of an object the transaction also
- * writes; a directory other than by rmdir (the plan found it empty, or
+ * writes (reading it, as a clone's source, is fine); a directory other than by rmdir (the plan found it empty, or
  * emptied by the transaction's earlier removals).  1: take the undo way.
  * A file or symlink that keeps a name the transaction does not remove
  * is unlinked after the barrier, not kept in .fstx/wnew/ (its link count
@@ -404,7 +411,7 @@ int fx_w_removal_declined(struct fstx_domain *d, const struct plan *P,
 		    (P->ops[nm[k].op].op == BTRFS_IOC_UT_OP_RMDIR) != !!S_ISDIR(st.st_mode))
 			return 1;
 		for (size_t i = 0; i < P->nops; i++)
-			if (ino[i] == nm[k].ino)
+			if (ino[i] == nm[k].ino && !reads_only(&P->ops[i]))
 				return 1;
 		for (size_t j = 0; j < nnm; j++) /* W17: names it removes */
 			gone += nm[j].kind == W_UNLINK && nm[j].ino == nm[k].ino;

@@ -1767,7 +1767,8 @@ static void arm_fdatasync(void)
  * into a new one, and one the source's end cuts short.  The undo way's
  * tree, no syncfs, the log checkpointed at once; killed at the first
  * clone after the barrier, replay after another boot leaves the same
- * tree twice.  A source the transaction also writes takes the undo way.
+ * tree twice.  A source the transaction also writes takes the undo way;
+ * one it removes after reading it takes the log.
  */
 static const char cltx[] =
 	"open 0 big O_RDONLY\nopen 1 a O_WRONLY\nclonerange 1 0 100 5000 8192\n"
@@ -1805,6 +1806,29 @@ static void clone_log(void **state)
 		   "open 1 a O_WRONLY\nclonerange 1 0 0 100 0\n", arm_fdatasync);
 	assert_int_equal(wnew_count(d), 0);
 	t_drop(d);
+	/* a source the transaction removes after reading it (unlinked, or
+	 * replaced by a rename) rides the log: its copy is staged first */
+	for (int k = 0; k < 2; k++) {
+		static const char *const rm[] = {
+			"open 0 old O_RDONLY\nopen 1 a O_RDWR\nclonerange 1 0 0 3 0\n"
+			"close 0\nunlink old\n",
+			"open 0 old O_RDONLY\nopen 1 a O_RDWR\nclonerange 1 0 0 3 0\n"
+			"close 0\nrename b old\n",
+		};
+		char *w = undo_after(rm[k]);
+
+		d = t_fresh();
+		assert_int_equal(tx_text(d, rm[k], NULL), 0);
+		got = t_snapshot(d);
+		assert_string_equal(got, w);
+		free(got);
+		free(w);
+		t_drop(d);
+		d = t_fresh();
+		tx_dies_at(d, rm[k], arm_fdatasync);
+		assert_int_equal(wnew_count(d), 1);
+		t_drop(d);
+	}
 	/* beside an O_APPEND open the undo way's result (appends after a
 	 * clone that grew the file; a clone into an O_APPEND file fails) */
 	want = undo_after(apcl);
