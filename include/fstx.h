@@ -140,7 +140,8 @@ extern "C" {
  * over an old file, new directories (mkdir; then perhaps renamed), renames
  * of and hard links to files and symlinks (each once), hard links to new
  * files (also from a temporary name then unlinked), renames of
- * directories (alone: no other op under their names), exchanges of two
+ * directories (no other op under their names but writes, truncates and
+ * xattr ops of their files), exchanges of two
  * files or symlinks, or of two directories (alone), in one directory,
  * unlinks of files
  * and rmdir of empty directories, whose other changes are pwrites

@@ -387,8 +387,12 @@
  * W20. A directory of the tree may be renamed through the log (entry kind
  *      10 with a = S_IFDIR), alone: no other name entry and no other op
  *      of its transaction names a path at or under its old or new name
- *      (wal_stage.c dir_move_declined()), so the record knows every other
- *      object by a path no rename of its own changes; and first in its
+ *      but ops on the data, size and xattrs of files of the tree under it
+ *      (wal_stage.c dir_move_declined()), whose entries name them under
+ *      the new name (fx_w_final_paths(); before the barrier they are
+ *      opened under the old one, fx_w_now_at()), so the record knows every
+ *      object by the path it has when the transaction ends, and replay,
+ *      which moves the directory first, finds them there; and first in its
  *      log: the transaction checkpoints first whenever the log holds a
  *      record (moves_first()), so no record before its own knows a path
  *      under the name it leaves.  Records after it know the paths under
@@ -892,6 +896,7 @@ struct tfds {
 	int *fd;
 	int *flags;
 	unsigned char *own;
+	char path[PATH_MAX]; /* fx_w_now_at()'s */
 };
 
 /* The op that creates new object obj (< 0), or -1. */
@@ -988,7 +993,7 @@ static int open_targets(struct fstx_domain *d, const struct plan *P,
 			ino[i] = po->ino;
 			continue;
 		}
-		fd = fx_open(d, fx_w_now_at(nm, nnm, po->cpath, po->step0),
+		fd = fx_open(d, fx_w_now_at(nm, nnm, po->cpath, po->step0, F->path),
 			     flags | O_NONBLOCK, 0);
 		if (fd < 0)
 			return fd;
@@ -1473,6 +1478,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	uint64_t *ino = fx_calloc(n, sizeof(uint64_t)), at, salt, rec_end;
 	struct wname *nm = fx_calloc(P->nsteps + 1, sizeof(*nm));
 	const char **fpath = fx_calloc(n, sizeof(*fpath));
+	char **fown = fx_calloc(n, sizeof(*fown)); /* fpath[i], allocated */
 	uint64_t *cset = fx_calloc(2 * n + 2 * P->nsteps + 3, sizeof(*cset)); /* + W14's */
 	struct wclone *cl = fx_calloc(n, sizeof(*cl));
 	struct btrfs_ioctl_usertrans_op *ops2 = NULL;
@@ -1484,7 +1490,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 
 	d->wal_owed = 0;
 	r = -ENOMEM;
-	if (!fds || !F.own || !slot_op || !tgt || !ino || !nm || !fpath || !cset || !cl)
+	if (!fds || !F.own || !slot_op || !tgt || !ino || !nm || !fpath || !fown || !cset || !cl)
 		goto out;
 	for (i = 0; i < n; i++)
 		fds[i] = cl[i].fd = -1;
@@ -1508,16 +1514,8 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		goto out;
 	}
 	fx_w_link_inodes(nm, nnm); /* W16: new files' links, once staged */
-	/* a new file's entries: its first kept name (one pass: the open
-	 * that makes it first, then the ops through it) */
-	for (size_t k = 0; k < nnm; k++)
-		if (nm[k].kind == W_NEWF)
-			fpath[nm[k].op] = nm[k].path;
-	for (i = 0; i < P->nops; i++) {
-		fpath[i] = P->pops[tgt[i]].create ? fpath[tgt[i]] : NULL;
-		if (!P->pops[tgt[i]].create) /* a renamed file's: where it goes (W15) */
-			fpath[i] = fx_w_moved_to(nm, nnm, ino[tgt[i]]);
-	}
+	if ((r = fx_w_final_paths(P, tgt, ino, nm, nnm, fpath, fown)) != 0)
+		goto out; /* 1: a path too long for an entry, the undo way */
 	assert_inodes(d, P, ino);
 	/* W4: the inodes it removes are touched too */
 	for (size_t k = 0; k < nnm; k++) {
@@ -1670,6 +1668,9 @@ out:
 	fx_w_free_stages(nm, P->nsteps + 1);
 	free(nm);
 	free(fpath);
+	for (i = 0; fown && i < n; i++)
+		free(fown[i]);
+	free(fown);
 	free(cset);
 	free(cl);
 	free(ops2);

@@ -276,9 +276,12 @@ int fx_w_move_declined(struct fstx_domain *d, const struct plan *P, struct wname
 		       size_t nnm);
 /* W15, W16: where the object an op finds at path (its first step: step)
  * is before the record is applied: the old name of a file renamed there,
- * the first name of one linked there. */
+ * the first name of one linked there; under a directory renamed (W20),
+ * under its old name (in buf). */
 const char *fx_w_now_at(const struct wname *nm, size_t nnm, const char *path,
-			size_t step);
+			size_t step, char buf[PATH_MAX]);
+int fx_w_final_paths(const struct plan *P, const int *tgt, const uint64_t *ino,
+		     const struct wname *nm, size_t nnm, const char **fpath, char **own);
 /* W15: the final path of moved inode ino, or NULL. */
 const char *fx_w_moved_to(const struct wname *nm, size_t nnm, uint64_t ino);
 /* Before the commit point: what was staged goes again. */

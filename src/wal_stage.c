@@ -551,10 +551,37 @@ static int ops_name(const struct plan *P, size_t skip, const char *a, const char
 }
 
 /*
- * W20: a directory of the tree is renamed alone: no other name entry and
- * no other op of the transaction names a path at or under its old or its
- * new name (the record knows every other object by the path it has when
- * the transaction ends, and replay moves the directory first).
+ * W20: does an op other than skip name a path at or under a or b, other
+ * than an op on the data, size or xattrs of an object of the tree
+ * strictly under one of them (open without making, O_TRUNC, truncate,
+ * setxattr, removexattr; their entries name it under the new name,
+ * fx_w_final_paths())?
+ */
+static int ops_name_dir(const struct plan *P, size_t skip, const char *a, const char *b)
+{
+	for (size_t i = 0; i < P->nops; i++) {
+		const struct pop *po = &P->pops[i];
+		uint32_t op = (uint32_t)P->ops[i].op;
+		int data = (op == BTRFS_IOC_UT_OP_OPEN && !po->create) ||
+			   op == BTRFS_IOC_UT_OP_TRUNCATE || op == BTRFS_IOC_UT_OP_SETXATTR ||
+			   op == BTRFS_IOC_UT_OP_REMOVEXATTR;
+
+		if (i == skip || !(at_or_under(po->cpath, a) || at_or_under(po->cpath, b) ||
+				   at_or_under(po->cpath2, a) || at_or_under(po->cpath2, b)))
+			continue;
+		if (!data || fx_pop_dead(P, i) || !po->obj || po->obj < 0 ||
+		    !strcmp(po->cpath, a) || !strcmp(po->cpath, b))
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * W20: a directory of the tree is renamed alone: no other name entry
+ * names a path at or under its old or its new name, nor does any other op
+ * but those on the data of its files (ops_name_dir(); the record knows
+ * every object by the path it has when the transaction ends, and replay
+ * moves the directory first).
  */
 static int dir_move_declined(const struct plan *P, const struct wname *nm, size_t nnm,
 			     size_t k)
@@ -571,7 +598,9 @@ static int dir_move_declined(const struct plan *P, const struct wname *nm, size_
 		     (at_or_under(o->stage, m->path) || at_or_under(o->stage, m->stage))))
 			return 1;
 	}
-	return ops_name(P, m->op, m->path, m->stage);
+	if (m->kind == W_SWAP) /* W21: entries know no swapped paths */
+		return ops_name(P, m->op, m->path, m->stage);
+	return ops_name_dir(P, m->op, m->path, m->stage);
 }
 
 /* 1 if p and q lie in one directory. */
@@ -686,12 +715,71 @@ int fx_w_move_declined(struct fstx_domain *d, const struct plan *P, struct wname
 }
 
 const char *fx_w_now_at(const struct wname *nm, size_t nnm, const char *path,
-			size_t step)
+			size_t step, char buf[PATH_MAX])
+{
+	for (size_t k = 0; k < nnm; k++) {
+		size_t l = strlen(nm[k].path);
+
+		if (!W_FROM_TREE(nm[k].kind) || nm[k].step >= step)
+			continue;
+		if (!strcmp(nm[k].path, path))
+			return nm[k].stage;
+		/* under a directory renamed before it (W20) */
+		if (nm[k].kind == W_MOVE && !strncmp(path, nm[k].path, l) && path[l] == '/') {
+			size_t a = strlen(nm[k].stage), b = strlen(path + l);
+
+			if (a + b >= PATH_MAX)
+				return path; /* no entry takes it: declined later */
+			memcpy(buf, nm[k].stage, a);
+			memcpy(buf + a, path + l, b + 1);
+			return buf;
+		}
+	}
+	return path;
+}
+
+/*
+ * The path each op's entry names its file by (fpath[i], NULL: the op's
+ * own): a new file's first kept name; a renamed file's new name (W15); a
+ * file under a directory of the tree that the transaction renames, named
+ * under its old name, under the new one (W20: allocated into own[i]).
+ * 0, 1 if such a path would reach PATH_MAX (the undo way), -ENOMEM.
+ */
+int fx_w_final_paths(const struct plan *P, const int *tgt, const uint64_t *ino,
+		     const struct wname *nm, size_t nnm, const char **fpath, char **own)
 {
 	for (size_t k = 0; k < nnm; k++)
-		if (W_FROM_TREE(nm[k].kind) && nm[k].step < step && !strcmp(nm[k].path, path))
-			return nm[k].stage;
-	return path;
+		if (nm[k].kind == W_NEWF)
+			fpath[nm[k].op] = nm[k].path;
+	for (size_t i = 0; i < P->nops; i++) {
+		uint32_t op = (uint32_t)P->ops[i].op;
+		const char *p;
+
+		if (P->pops[tgt[i]].create) {
+			fpath[i] = fpath[tgt[i]];
+			continue;
+		}
+		if ((fpath[i] = fx_w_moved_to(nm, nnm, ino[tgt[i]])))
+			continue;
+		p = P->pops[op == BTRFS_IOC_UT_OP_PWRITE || op == BTRFS_IOC_UT_OP_CLONERANGE ?
+			    (size_t)tgt[i] : i].cpath;
+		for (size_t k = 0; p && k < nnm; k++) {
+			size_t l = strlen(nm[k].stage);
+
+			if (nm[k].kind != W_MOVE || nm[k].mode != S_IFDIR ||
+			    strncmp(p, nm[k].stage, l) || p[l] != '/')
+				continue;
+			if (strlen(nm[k].path) + strlen(p + l) >= PATH_MAX)
+				return 1;
+			if (asprintf(&own[i], "%s%s", nm[k].path, p + l) < 0) {
+				own[i] = NULL;
+				return -ENOMEM;
+			}
+			fpath[i] = own[i];
+			break;
+		}
+	}
+	return 0;
 }
 
 const char *fx_w_moved_to(const struct wname *nm, size_t nnm, uint64_t ino)

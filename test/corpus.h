@@ -114,6 +114,10 @@ static const char *const corpus[] = {
 	 * temporary one dropped (the log's W16 for a new file) */
 	"open 0 tmpf O_WRONLY|O_CREAT\npwrite 0 \"obj\" 0\nclose 0\nlink tmpf d/o1\n"
 	"link tmpf d/e/o2\nunlink tmpf\nsetxattr d/o1 user.h \"h\"\n",
+	/* 20: a directory of the tree renamed, its files written before and
+	 * after by either name (the log's W20 with data under it) */
+	"open 0 d/e/f O_RDWR\npwrite 0 \"W\" 0\nrename d dd\nsetxattr dd/c user.x \"1\"\n"
+	"truncate dd/e/f 5\nopen 1 dd/c O_WRONLY\npwrite 1 \"C\" 1\n",
 };
 
 #define NFIXED (sizeof(corpus) / sizeof(corpus[0]))

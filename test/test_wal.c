@@ -2383,9 +2383,11 @@ static void names_dir_renamed(void **state)
 /*
  * W20: a directory of the tree renamed (in its parent, and into another
  * with a file written beside it): one barrier, the undo way's tree, replay
- * twice the same with the rename kept or lost.  One renamed while the log
- * holds a record checkpoints first; one with another op under its old or
- * new name takes the undo way.
+ * twice the same with the rename kept or lost; so too with writes,
+ * truncates and xattrs of its files, named by its new name or its old one.
+ * One renamed while the log holds a record checkpoints first; one with a
+ * name made or removed under its names, or an op on the directory itself,
+ * takes the undo way.
  */
 /* tx logged with one barrier, the undo way's tree; lose(d, x, y) takes
  * back a name change power loss did not keep, and replay after another
@@ -2443,14 +2445,37 @@ static void names_move_dir(void **state)
 	static const char *const tx[] = {
 		"rename d/e d/e2\nopen 0 a O_WRONLY\npwrite 0 \"x\" 0\n",
 		"rename d/e e3\nopen 0 d/c O_WRONLY\npwrite 0 \"y\" 0\n",
+		/* its files' data, by the new name and by the old one */
+		"rename d/e d/e2\nopen 0 d/e2/f O_WRONLY\npwrite 0 \"z\" 0\n",
+		"open 0 d/e/f O_WRONLY\npwrite 0 \"w\" 1\nrename d/e e4\n"
+		"setxattr e4/f user.q \"1\"\ntruncate e4/f 3\nopen 1 e4/f O_RDWR|O_TRUNC\n"
+		"pwrite 1 \"v\" 0\n",
 	};
-	static const char *const back[][2] = { { "d/e2", "d/e" }, { "e3", "d/e" } };
+	static const char *const back[][2] = { { "d/e2", "d/e" }, { "e3", "d/e" },
+					       { "d/e2", "d/e" }, { "e4", "d/e" } };
+	static const char *const undo[] = { /* names or the directory itself */
+		"rename d/e d/e2\nopen 0 d/e2/n O_WRONLY|O_CREAT\npwrite 0 \"z\" 0\n",
+		"rename d/e d/e2\nsetxattr d/e2 user.q \"1\"\n",
+		"rename d/e d/e2\nunlink d/e2/f\n",
+	};
 	unsigned long long salt;
 	char *d;
 
 	(void)state;
-	for (size_t k = 0; k < 2; k++) /* power loss kept no rename */
+	for (size_t k = 0; k < 4; k++) /* power loss kept no rename */
 		lost_then_replayed(tx[k], mv_rel, back[k][0], back[k][1]);
+	for (size_t k = 0; k < 3; k++) {
+		char *want = undo_after(undo[k]), *got;
+
+		d = t_fresh();
+		assert_int_equal(tx_text(d, undo[k], NULL), 0);
+		assert_int_equal(wal_end_dir(d), 1024); /* the undo way: no record */
+		got = t_snapshot(d);
+		assert_string_equal(got, want);
+		free(got);
+		free(want);
+		t_drop(d);
+	}
 	d = log_one_barrier("open 0 a O_WRONLY\npwrite 0 \"first\" 0\n");
 	salt = wal_salt(d);
 	assert_int_equal(tx_text(d, "rename d/e d/e2\n", NULL), 0);
@@ -2459,11 +2484,6 @@ static void names_move_dir(void **state)
 	assert_int_equal(tx_text(d, "rename a empty exchange\n", NULL), 0);
 	fo_remove();
 	assert_true(fo_synced(ino_at(d, "d/e2")));
-	t_drop(d);
-	d = t_fresh();
-	assert_int_equal(tx_text(d, "rename d/e d/e2\nopen 0 d/e2/f O_WRONLY\n"
-				    "pwrite 0 \"z\" 0\n", NULL), 0);
-	assert_int_equal(wal_end_dir(d), 1024); /* the undo way: no record */
 	t_drop(d);
 	/* a path under the new name past PATH_MAX: the undo way */
 	d = t_fresh();
