@@ -55,8 +55,35 @@ static void nix_free(struct nix *X)
 	free(X->next);
 }
 
+/*
+ * The name step c gave its object, as it is just before step j: under
+ * the new names of the new directories that the moves between them
+ * renamed (W18), into buf; NULL past PATH_MAX.
+ */
+static const char *name_before(const struct plan *P, const struct nix *X, size_t c, size_t j,
+			       char buf[PATH_MAX])
+{
+	const char *p = P->steps[c].dst;
+
+	for (size_t m = 0; m < X->nmoves && X->moves[m] < j; m++) {
+		const struct fx_step *s = &P->steps[X->moves[m]];
+		size_t n = strlen(s->src), a = strlen(s->dst), b;
+
+		if (X->moves[m] <= c || strncmp(p, s->src, n) || p[n] != '/')
+			continue;
+		if (a + (b = strlen(p + n)) >= PATH_MAX)
+			return NULL;
+		memmove(buf + a, p + n, b + 1); /* p may be buf */
+		memcpy(buf, s->dst, a);
+		p = buf;
+	}
+	return p;
+}
+
 static int nix_build(const struct plan *P, struct nix *X)
 {
+	char buf[PATH_MAX];
+
 	size_t nid = P->newid > 0 ? (size_t)P->newid + 1 : 1;
 
 	X->nmoves = 0;
@@ -76,13 +103,19 @@ static int nix_build(const struct plan *P, struct nix *X)
 			continue;
 		if ((size_t)s->newid >= nid)
 			return -EINVAL; /* not the planner's: the undo way */
-		if (*s->src && !fx_under(s->src, FX_NEW))
-			X->moves[X->nmoves++] = k;
-		for (c = &X->first[s->newid]; *c != SIZE_MAX; c = &X->next[*c])
-			if (!strcmp(P->steps[*c].dst, s->src)) { /* the name it leaves */
+		/* the name it leaves, as the moves before it left it */
+		for (c = &X->first[s->newid]; *c != SIZE_MAX; c = &X->next[*c]) {
+			const char *now = name_before(P, X, *c, k, buf);
+
+			if (!now)
+				return -ENAMETOOLONG; /* the undo way */
+			if (!strcmp(now, s->src)) {
 				*c = X->next[*c];
 				break;
 			}
+		}
+		if (*s->src && !fx_under(s->src, FX_NEW))
+			X->moves[X->nmoves++] = k;
 		if (fx_under(s->dst, FX_META))
 			continue;
 		for (c = &X->first[s->newid]; *c != SIZE_MAX; c = &X->next[*c])
@@ -206,6 +239,38 @@ static size_t names_moved(const struct plan *P, const struct nix *X, struct wnam
 	return n;
 }
 
+/* The number of components of path p (NULL: none known, last). */
+static size_t depth(const char *p)
+{
+	size_t n = 1;
+
+	if (!p)
+		return SIZE_MAX;
+	while ((p = strchr(p, '/')))
+		p++, n++;
+	return n;
+}
+
+/*
+ * New directories in step order may end nested the other way (mkdir u,
+ * mkdir v, rename u v/u): their entries are made in order, by the writer
+ * and by replay, so a parent's entry must come first.  A stable sort by
+ * depth (insertion: few directories, mostly in order already).
+ */
+static void parents_first(struct wname *nm, size_t n)
+{
+	for (size_t i = 1; i < n; i++) {
+		struct wname w = nm[i];
+		size_t j = i, dw = depth(w.path);
+
+		for (; j > 0 && depth(nm[j - 1].path) > dw; j--)
+			nm[j] = nm[j - 1];
+		nm[j] = w;
+	}
+	for (size_t i = 0; i < n; i++)
+		nm[i].stage = nm[i].sbuf; /* its own (names_made()), moved with it */
+}
+
 /*
  * After nm[0..n): the other names of the new files of nm (W16: hard links
  * the transaction gives them), each a W_LINK entry from the file's first
@@ -254,7 +319,7 @@ size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
 		     struct wname *nm)
 {
 	struct nix X = { 0 };
-	size_t n = 0;
+	size_t n = 0, k0;
 
 	for (size_t k = 0; k < P->nsteps; k++) {
 		const struct fx_step *s = &P->steps[k];
@@ -272,7 +337,9 @@ size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
 		nix_free(&X);
 		return 0; /* steps and no names: the undo way */
 	}
+	k0 = n;
 	n = names_made(d, P, &X, FX_ST_MKDIR, nm, n);
+	parents_first(nm + k0, n - k0);
 	if ((n = names_moved(P, &X, nm, n)) != SIZE_MAX) {
 		n = names_made(d, P, &X, FX_ST_MKFILE, nm, n);
 		n = names_made(d, P, &X, FX_ST_SYMLINK, nm, n);

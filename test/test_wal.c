@@ -2362,8 +2362,9 @@ static void names_link(void **state)
  * W18: a new directory renamed by the transaction that makes it (built
  * under one name, published under another, also inside another new
  * directory renamed after it, with a file of the tree moved in and a
- * file made after the rename): one barrier, the undo way's tree, replay
- * twice the same.
+ * file made after the rename; a file made in it renamed or linked after
+ * the rename; one moved into a new directory made after it): one
+ * barrier, the undo way's tree, replay twice the same.
  */
 static void names_dir_renamed(void **state)
 {
@@ -2373,6 +2374,15 @@ static void names_dir_renamed(void **state)
 		"rename tmp pub\nopen 1 pub/g O_WRONLY|O_CREAT\npwrite 1 \"g\" 0\n",
 		"mkdir n1\nmkdir n1/n2\nopen 0 n1/n2/f O_WRONLY|O_CREAT\npwrite 0 \"x\" 0\n"
 		"rename a n1/n2/a\nrename n1/n2 n1/m2\nrename n1 d/m1\n",
+		/* a file made in it renamed (or linked) after it was: by the
+		 * directory's new name (W16's names follow W18's moves) */
+		"mkdir t\nopen 0 t/x O_WRONLY|O_CREAT\npwrite 0 \"x\" 0\nrename t pub\n"
+		"rename pub/x pub/y\n",
+		"mkdir t\nopen 0 t/x O_WRONLY|O_CREAT\nrename t pub\nlink pub/x pub/x2\n"
+		"rename pub/x q\n",
+		/* one made before the one it ends in: parents first */
+		"mkdir u\nmkdir v\nrename u v/u\n",
+		"mkdir z\nopen 0 z/u O_WRONLY|O_CREAT\nrename z/u z/y\nmkdir v\nrename z v/v\n",
 	};
 
 	(void)state;
