@@ -369,7 +369,13 @@
  *      object of the tree moved into it, at the path under that name
  *      (wal_stage.c rebased()), so replay and the writer make the
  *      directory once, where the transaction leaves it, as for any new
- *      directory (W2).  test_wal names_dir_renamed.
+ *      directory (W2).  A later move of an object made in it, by the
+ *      directory's new name, is matched to the name the object had
+ *      there (name_before()).  New directories may thus end nested
+ *      other than in the order they were made (mkdir u, mkdir v, rename
+ *      u v/u): their entries go parents first (parents_first()), as the
+ *      writer and replay make them in entry order.  test_wal
+ *      names_dir_renamed.
  *
  * W19. Clone ranges are staged like W13's large writes, on every
  *      filesystem: under the lock the source range (as much of it as the
