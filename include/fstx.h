@@ -135,34 +135,33 @@ extern "C" {
 #define FSTX_UT_NOSYNC (1ULL << 17)
 /*
  * Write-ahead durability: the default; the flag is accepted and changes
- * nothing.  A transaction whose only name changes are new files (open with
- * O_CREAT of an absent name) and new symlinks, then perhaps renamed, also
- * over an old file, new directories (mkdir; then perhaps renamed), renames
- * of and hard links to files and symlinks (each once), hard links to new
- * files (also from a temporary name then unlinked), renames of
- * directories (no other op under their names but writes, truncates and
- * xattr ops of their files), exchanges of two
- * files or symlinks, or of two directories (alone), in one directory,
- * unlinks of files
- * and rmdir of empty directories, whose other changes are pwrites
- * into existing or new files (O_APPEND too),
- * truncates (also by O_TRUNC), clone ranges from files it reads only,
- * setxattr of user.* xattrs of at most 1 KiB and removexattr of user.*
- * xattrs, each finding the xattr as it needs (compare ops allowed), with at most 1 GiB of data
- * logged (large overwrites on reflink filesystems staged instead, and new files of 512 KiB or
- * more written whole before the record past 1 MiB) and every op predicted to
- * succeed (or to fail where its failure is allowed), is committed by one record in DIR/.fstx/wal and one fdatasync
- * of it (the commit point, however many files it creates), then applied
- * in place (a new file or symlink is made in DIR/.fstx/wnew/ before the
- * record and renamed to its name after the barrier); a later checkpoint
- * (one fsync of each file the log names, of each directory holding a new
- * name and of each new directory, then a new log header) makes the
- * changes durable in place and empties the log.  Renames, hard links,
- * exchanges in one directory and clone ranges ride it too (fstx(7)).  Any
- * other transaction (an exchange across directories, an xattr op that
- * would fail, more than 1 GiB of data to log besides large new files) runs the
- * undo way.  Same promises as a durable
- * transaction, with one difference: should an in-place change fail after
+ * nothing.  A transaction commits by one record in DIR/.fstx/wal and one
+ * fdatasync of it (the commit point, however many files it creates), and
+ * is then applied in place, when every op is predicted to succeed (or to
+ * fail where its failure is allowed) and its changes are among:
+ *  - new files (open O_CREAT of an absent name), new symlinks and new
+ *    directories, perhaps renamed (also over an old file), new files
+ *    perhaps hard-linked (also from a temporary name then unlinked);
+ *  - renames of and hard links to files and symlinks of the tree (each
+ *    once); renames of directories (no other op under their names but
+ *    writes, truncates and xattr ops of their files); exchanges of two
+ *    files or symlinks, or of two directories (alone), in one directory;
+ *    unlinks of files and rmdir of empty directories;
+ *  - pwrites into existing or new files (O_APPEND too), truncates (also
+ *    by O_TRUNC), clone ranges from files it reads only, setxattr of
+ *    user.* xattrs of at most 1 KiB and removexattr of user.* xattrs,
+ *    each finding the xattr as it needs; compare ops;
+ * with at most 1 GiB of data logged (large overwrites on reflink
+ * filesystems staged instead, and new files of 512 KiB or more written
+ * whole before the record past 1 MiB).  A new file or symlink is made in
+ * DIR/.fstx/wnew/ before the record and renamed to its name after the
+ * barrier; a later checkpoint (one fsync of each file the log names, of
+ * each directory holding a new name and of each new directory, then a new
+ * log header) makes the changes durable in place and empties the log
+ * (fstx(7)).  Any other transaction (an exchange across directories, an
+ * xattr op that would fail, more than 1 GiB of data to log besides large
+ * new files) runs the undo way.  Same promises as a durable transaction,
+ * with one difference: should an in-place change fail after
  * the commit point (EIO, ENOSPC), commit returns that -errno, the handle
  * latches it, and the transaction stays committed: the next transaction
  * of any process, or fstx_recover(), applies it again from the log.
