@@ -82,9 +82,8 @@ static const char *name_before(const struct plan *P, const struct nix *X, size_t
 
 static int nix_build(const struct plan *P, struct nix *X)
 {
-	char buf[PATH_MAX];
-
 	size_t nid = P->newid > 0 ? (size_t)P->newid + 1 : 1;
+	char buf[PATH_MAX];
 
 	X->nmoves = 0;
 	X->moves = fx_malloc((P->nsteps ? P->nsteps : 1) * sizeof(size_t));
@@ -163,7 +162,7 @@ static size_t names_made(struct fstx_domain *d, const struct plan *P, const stru
 
 		if (s->kind != kind)
 			continue;
-		size_t last = X->first[s->newid];
+		size_t last = s->newid > 0 && s->newid <= P->newid ? X->first[s->newid] : SIZE_MAX;
 
 		nm[n] = (struct wname){ .kind = kind == FX_ST_MKDIR ? W_MKDIR :
 						kind == FX_ST_SYMLINK ? W_SYMLINK : W_NEWF,
@@ -458,8 +457,9 @@ static int reads_only(const struct btrfs_ioctl_usertrans_op *op)
 
 /*
  * Removals the log does not take (W1): of an object the transaction also
- * writes (reading it, as a clone's source, is fine); a directory other than by rmdir (the plan found it empty, or
- * emptied by the transaction's earlier removals).  1: take the undo way.
+ * writes (reading it, as a clone's source, is fine); a directory other
+ * than by rmdir (the plan found it empty, or emptied by the transaction's
+ * earlier removals).  1: take the undo way.
  * A file or symlink that keeps a name the transaction does not remove
  * is unlinked after the barrier, not kept in .fstx/wnew/ (its link count
  * is then the undo way's; moves_first() made sure no earlier record
@@ -636,8 +636,8 @@ static int ops_name_dir(const struct plan *P, size_t skip, const char *a, const 
 		if (i == skip || !(at_or_under(po->cpath, a) || at_or_under(po->cpath, b) ||
 				   at_or_under(po->cpath2, a) || at_or_under(po->cpath2, b)))
 			continue;
-		if (!data || fx_pop_dead(P, i) || !po->obj || po->obj < 0 ||
-		    !strcmp(po->cpath, a) || !strcmp(po->cpath, b))
+		if (!data || fx_pop_dead(P, i) || !po->obj || po->obj < 0 || !po->cpath ||
+		    po->cpath2 || !strcmp(po->cpath, a) || !strcmp(po->cpath, b))
 			return 1;
 	}
 	return 0;
