@@ -125,31 +125,22 @@ static int nix_build(const struct plan *P, struct nix *X)
 }
 
 /*
- * Where the object that step k moves to dst is when the transaction
+ * Where the object that step k moves to is when the transaction
  * ends: under the name of a new directory it lies in that a later step
  * renames (W18).  A path for w->path, allocated into w->pown when it
  * changed; NULL when memory runs out or it would reach PATH_MAX (the
- * transaction then takes the undo way).
+ * transaction then takes the undo way): name_before() to the end.
  */
 static const char *rebased(const struct plan *P, const struct nix *X, size_t k,
-			   const char *dst, struct wname *w)
+			   struct wname *w)
 {
-	const char *p = dst;
+	char buf[PATH_MAX];
+	const char *p = name_before(P, X, k, SIZE_MAX, buf);
 
-	for (size_t m = 0; p && m < X->nmoves; m++) {
-		const struct fx_step *s = &P->steps[X->moves[m]];
-		size_t n = strlen(s->src);
-		char *q;
-
-		if (X->moves[m] <= k || strncmp(p, s->src, n) || p[n] != '/')
-			continue;
-		if (strlen(s->dst) + strlen(p + n) >= PATH_MAX || /* no entry takes it */
-		    asprintf(&q, "%s%s", s->dst, p + n) < 0)
-			q = NULL;
-		free(w->pown);
-		p = w->pown = q;
-	}
-	return p;
+	if (p == P->steps[k].dst)
+		return p;
+	free(w->pown);
+	return w->pown = p ? fx_strdup(p) : NULL;
 }
 
 /* After nm[0..n): the new objects that steps of kind (MKDIR, MKFILE,
@@ -169,7 +160,7 @@ static size_t names_made(struct fstx_domain *d, const struct plan *P, const stru
 					.mode = s->mode, .op = s->op, .dir = -1,
 					.target = s->aux };
 		if (last != SIZE_MAX) /* NULL (no name) declines, wal.c */
-			nm[n].path = rebased(P, X, last, P->steps[last].dst, &nm[n]);
+			nm[n].path = rebased(P, X, last, &nm[n]);
 		nm[n].stage = nm[n].sbuf; /* "" for a directory made in place */
 		nm[n].sfd = -1;
 		if (kind != FX_ST_MKDIR)
@@ -230,7 +221,7 @@ static size_t names_moved(const struct plan *P, const struct nix *X, struct wnam
 		nm[n] = (struct wname){ .kind = kind, .ino = s->ino,
 					.op = s->op, .step = k, .dir = -1, .sfd = -1,
 					.stage = fx_strdup(from) };
-		nm[n].path = rebased(P, X, k, s->dst, &nm[n]);
+		nm[n].path = rebased(P, X, k, &nm[n]);
 		if (!nm[n].stage || !nm[n].path)
 			return SIZE_MAX;
 		n++;
@@ -290,7 +281,7 @@ static size_t names_linked(const struct plan *P, const struct nix *X, struct wna
 						.step = k, .dir = -1, .sfd = -1,
 						.link_of = f + 1,
 						.stage = fx_strdup(nm[f].path) };
-			nm[n].path = rebased(P, X, k, P->steps[k].dst, &nm[n]);
+			nm[n].path = rebased(P, X, k, &nm[n]);
 			if (!nm[n].stage || !nm[n].path)
 				return SIZE_MAX;
 			n++;
