@@ -6,10 +6,10 @@
  *
  * Each input runs two write-ahead transactions on a fresh corpus tree,
  * then rewrites the notes they left:
- *   byte 0 bit 0  the group notes from bytes 1-40 (41-60 unused; CRC-32C
+ *   byte 0 bit 0  the group notes from bytes 1-56 (57-60 unused; CRC-32C
  *                 recomputed; bit 4: with the log's salt), so a writer may
  *                 find itself covered, a barrier under way, counts to
- *                 gather on;
+ *                 gather on, a failed barrier's range to write again;
  *          bit 1  the hint from bytes 61-148 (this boot's id, CRC
  *                 recomputed; bit 3: with the log's salt), so END,
  *                 APPLIED, busy, clean, lazy, kept and loose say anything;
@@ -67,12 +67,12 @@ static void forge(const unsigned char *data, size_t size)
 	}
 	if (n < 4096)
 		abort();
-	if ((data[0] & 1) && size >= 61) { /* struct gnote: CRC at 40 */
-		memcpy(w, data + 1, 40);
+	if ((data[0] & 1) && size >= 61) { /* struct gnote: CRC at 56 */
+		memcpy(w, data + 1, 56);
 		if (data[0] & 16)
 			memcpy(w, salt, 8);
-		crc = fx_crc32c(0, w, 40);
-		memcpy(w + 40, &crc, 4);
+		crc = fx_crc32c(0, w, 56);
+		memcpy(w + 56, &crc, 4);
 	}
 	if ((data[0] & 2) && size >= 149) { /* struct whint at 64: CRC at 60 */
 		unsigned char *h = w + 64;

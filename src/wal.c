@@ -121,18 +121,25 @@
  *      A record that cannot be written gets its header zeroed (it is the
  *      last; the log ends before it).  A record whose barrier fails is
  *      CANCELLED, in its state word and in the log itself (its header's
- *      state field, outside the CRC, then a barrier: wal_rec.c
- *      fx_w_rec_cancel()), unless a helper applied it meanwhile (then it
- *      is committed); the handle latches the error.  A later barrier that
- *      covers the cancel makes it durable with the records after it, so
- *      replay after power loss does not apply a transaction that returned
- *      an error beneath records planned without it (test_wal
- *      cancelled_stays_cancelled).  Not covered: power loss before the
- *      cancel is durable (its own barrier failed too, or a writer whose
- *      barrier began after the failed one, on a descriptor opened after
- *      the error, so that it saw none, applied its record before the
- *      failed writer took the lock back): the record is applied then if
- *      power loss kept it whole.
+ *      state field, outside the CRC: wal_rec.c fx_w_rec_cancel()), unless
+ *      a helper applied it meanwhile (then it is committed); the handle
+ *      latches the error.  A failed barrier may leave the log's pages clean
+ *      in the page cache but not on the disk (a failed write-back is
+ *      reported once per open file, and those pages are not written
+ *      again), so a later barrier on a descriptor that sees no error would
+ *      leave the log on the disk ending at the failed record, and every
+ *      record after it, acknowledged or not, lost to replay.  So the range
+ *      the failed barrier was to make durable is published in the group
+ *      notes (wal_group.c), and before anyone applies a record in place
+ *      (its writer after its barrier, a helper, the failed writer's cancel)
+ *      it writes that range again from the page cache and syncs it
+ *      (fx_w_settle(), under the lock), cancel included; a settle that fails
+ *      fails the transaction as its barrier would.  Replay after power loss
+ *      then skips the cancelled record and goes on past it (test_wal
+ *      cancelled_stays_cancelled, failed_barrier_rewritten).  Not covered:
+ *      power loss before any settle succeeds (every barrier fails too): the
+ *      failed record is applied then if power loss kept it whole, and the
+ *      log ends before it if not; no transaction after it returned 0.
  *  W4. Under the lock again, the writer applies its record in place,
  *      unless a helper did (its record lies below APPLIED then): the hint's
  *      busy word set, the changes, then APPLIED moves past the record if it
@@ -1405,7 +1412,10 @@ static int applied_meanwhile(struct fstx_domain *d, uint64_t at, uint64_t salt)
  * its state word, unless a helper applied it while this writer had the
  * lock dropped (unlocked): a helper's own barrier covered it, so it is
  * committed and the error stands as one after the commit point.  The
- * caller returns the barrier's error whatever happens here.
+ * range the failed barrier was to make durable is published (the group
+ * path did at the barrier) and written again with the cancel in it, then
+ * synced (fx_w_settle()).  The caller returns the barrier's error whatever
+ * happens here.
  */
 static void cancel(struct fstx_domain *d, uint64_t at, uint64_t salt, int unlocked)
 {
@@ -1414,8 +1424,13 @@ static void cancel(struct fstx_domain *d, uint64_t at, uint64_t salt, int unlock
 	if (m > 0)
 		return;
 	/* the log's state unknown (m < 0): its word only, of its salt */
-	if (m == 0)
+	if (m == 0) {
 		(void)fx_w_rec_cancel(d, at);
+		if (fx_w_group_fail(d, salt, d->wal_end) == 0)
+			(void)fx_w_settle(d);
+		else
+			(void)fx_os.fdatasync(d->wal);
+	}
 	if (fx_w_set_state(d, at, WS_CANCELLED) == 0)
 		(void)fx_w_advance(d);
 }
@@ -1624,6 +1639,10 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 				goto out;
 			}
 		}
+		/* W3: a failed barrier's range written again first, so that
+		 * the log on the disk runs on to this record */
+		if (rs == 0)
+			rs = fx_w_settle(d);
 		if (rs < 0) {
 			d->latched = rs;
 			cancel(d, at, salt, share);

@@ -29,12 +29,25 @@
  * during it stay until the next barrier ends, as do those that die in
  * here.
  *
+ *
+ * A barrier that fails (W3) publishes the range of the log it was to make
+ * durable, [flo, fhi): its pages may now be clean in the page cache but not
+ * on the disk (the kernel reports a failed write-back once per open file and
+ * does not write those pages again), and a later barrier, on a descriptor
+ * that sees no error, would leave them so: the log on the disk would end at
+ * the first record they held, and every record after it, acknowledged or
+ * not, would be lost to replay.  So before anyone applies a record in
+ * place, fx_w_settle() (under the domain lock) writes that range again from
+ * the page cache and syncs it, and only then clears it.
+ *
  * The notes, at S_GROUP (0) of .fstx/walsync (struct gnote; the rest of
- * the file: wal_note.c):
+ * the file: wal_note.c), native byte order:
  *     0 u64 salt   8 u64 end: the records of that log below end are durable
  *    16 u32 gen    20 u32 active: the barrier under way, while active
  *    24 u32 waiting   28 u32 peak   32 u32 bar_us   36 u32 covering
- *    40 u32 CRC-32C of bytes 0-39
+ *    40 u64 flo   48 u64 fhi: a failed barrier's range of that log, not yet
+ *                             written again (none when fhi <= flo)
+ *    56 u32 CRC-32C of bytes 0-55
  * Byte locks on the file: G_Q (0) the notes, G_BAR + gen % 2 (1, 2) the
  * barrier of generation gen, held by its syncer.
  */
@@ -66,8 +79,11 @@ struct gnote {
 	uint32_t peak;            /* waiting when the last barrier ended */
 	uint32_t bar_us;          /* its length */
 	uint32_t covering;        /* waiting when the barrier under way began */
+	uint64_t flo, fhi;        /* a failed barrier's range, not yet settled */
 	uint32_t crc;             /* CRC-32C of the fields above */
 };
+
+_Static_assert(offsetof(struct gnote, crc) == 56, "group notes: CRC at 56");
 
 _Static_assert(S_GROUP + sizeof(struct gnote) <= S_HINT, "group notes before the hint");
 
@@ -125,6 +141,101 @@ static void gather(struct fstx_domain *d, uint32_t peak, uint32_t bar_us)
 	}
 }
 
+/* A failed barrier's range, the log of salt below hi, joined to g's. */
+static void fail_add(struct gnote *g, uint64_t salt, uint64_t hi)
+{
+	uint64_t lo;
+
+	if (g->salt != salt) { /* nothing of this log known durable */
+		g->salt = salt;
+		g->end = W_START;
+		g->flo = g->fhi = 0;
+	}
+	lo = g->end < W_START ? W_START : g->end;
+	if (g->fhi > g->flo) {
+		lo = g->flo < lo ? g->flo : lo;
+		hi = g->fhi > hi ? g->fhi : hi;
+	}
+	g->flo = lo;
+	g->fhi = hi;
+}
+
+/* The notes read under G_Q: 0, or -errno; a note not whole reads as none. */
+static int note_locked(struct fstx_domain *d, struct gnote *g)
+{
+	int r = fx_w_side_read(d, g, sizeof(*g), S_GROUP);
+
+	if (r == -ENODATA || (r == 0 && !note_whole(g))) {
+		memset(g, 0, sizeof(*g));
+		r = 0;
+	}
+	return r;
+}
+
+/*
+ * W3: a barrier of the log that failed outside fx_w_group_sync() (under
+ * the domain lock), publishing the records of salt below hi as in doubt.
+ */
+int fx_w_group_fail(struct fstx_domain *d, uint64_t salt, uint64_t hi)
+{
+	struct gnote g;
+	int r;
+
+	if ((r = fx_w_side_fd(d)) < 0)
+		return r;
+	if ((r = glock(d, F_WRLCK, G_Q, 1)) < 0)
+		return r;
+	if ((r = note_locked(d, &g)) == 0) {
+		fail_add(&g, salt, hi);
+		r = note_write(d, &g);
+	}
+	glock(d, F_UNLCK, G_Q, 0);
+	return r;
+}
+
+/*
+ * W3, under the domain lock, before any record is applied in place: a
+ * failed barrier's range of this log, as the notes publish it, written
+ * again from the page cache (fx_w_rec_rewrite()) and synced; then cleared,
+ * unless another failure joined it meanwhile.  0 (none, or settled) or
+ * -errno (the range stays published).
+ */
+int fx_w_settle(struct fstx_domain *d)
+{
+	struct gnote g, now;
+	uint64_t lo, hi;
+	int r;
+
+	if ((r = fx_w_side_fd(d)) < 0)
+		return r;
+	/* whole without the lock, or read under it: a publication came
+	 * before this holder's barrier began, so no older note is read */
+	if (fx_w_side_read(d, &g, sizeof(g), S_GROUP) < 0 || !note_whole(&g)) {
+		if ((r = glock(d, F_WRLCK, G_Q, 1)) < 0)
+			return r;
+		r = note_locked(d, &g);
+		glock(d, F_UNLCK, G_Q, 0);
+		if (r < 0)
+			return r;
+	}
+	if (g.fhi <= g.flo || g.salt != d->wal_salt)
+		return 0; /* none, or another log's (the next barrier drops it) */
+	lo = g.flo < W_START ? W_START : g.flo;
+	hi = g.fhi > d->wal_end ? d->wal_end : g.fhi;
+	if ((lo < hi && (r = fx_w_rec_rewrite(d, lo, hi)) < 0) ||
+	    (r = fx_os.fdatasync(d->wal)) < 0)
+		return r;
+	if ((r = glock(d, F_WRLCK, G_Q, 1)) < 0)
+		return r;
+	if ((r = note_locked(d, &now)) == 0 && now.salt == g.salt &&
+	    now.flo == g.flo && now.fhi == g.fhi) {
+		now.flo = now.fhi = 0;
+		r = note_write(d, &now);
+	}
+	glock(d, F_UNLCK, G_Q, 0);
+	return r;
+}
+
 /* The barrier that makes the record below end (of the log of salt)
  * durable, shared (W3); 0 or -errno. */
 int fx_w_group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
@@ -141,12 +252,7 @@ int fx_w_group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 			return 0;
 		if ((r = glock(d, F_WRLCK, G_Q, 1)) < 0)
 			return r;
-		r = fx_w_side_read(d, &g, sizeof(g), S_GROUP);
-		if (r == -ENODATA || (r == 0 && !note_whole(&g))) {
-			memset(&g, 0, sizeof(g)); /* none yet, or not whole: none */
-			r = 0;
-		}
-		if (r < 0)
+		if ((r = note_locked(d, &g)) < 0) /* none yet, or not whole: none */
 			goto out_q;
 		if (g.salt == salt && g.end >= end)
 			goto out_q; /* covered by an earlier barrier */
@@ -191,10 +297,14 @@ int fx_w_group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 		goto out_bar; /* the note stays active: the next syncer sees
 				 it dead once this byte is free */
 	if ((r = fx_w_side_read(d, &g, sizeof(g), S_GROUP)) == 0) {
+		if (rs == 0 && g.salt != salt)
+			g.flo = g.fhi = 0; /* another log's failure: moot (W6) */
 		if (rs == 0 && (g.salt != salt || g.end < target)) {
 			g.salt = salt;
 			g.end = target;
 		}
+		if (rs < 0)
+			fail_add(&g, salt, target);
 		g.active = 0;
 		g.peak = g.waiting;
 		g.bar_us = (uint32_t)(now_us() - t0);

@@ -29,6 +29,7 @@
 #define W_REC_MAGIC 0x31575846u /* "FXW1" little-endian */
 #define W_START 1024            /* the first record (W2) */
 #define W_CHUNK (1u << 20)      /* records read whole up to this */
+#define W_REWRITE (64u << 10)   /* a failed barrier's range rewritten in these */
 #define W_NAME_MAX 255
 
 /* .fstx/walsync: page-cache notes of this boot, never synced (W2) */
@@ -179,6 +180,7 @@ int fx_w_rec_check(struct fstx_domain *d, uint64_t off, uint64_t size,
 int fx_w_rec_head(struct fstx_domain *d, uint64_t off, struct wrec *h);
 int fx_w_rec_state_of(struct fstx_domain *d, uint64_t off, struct wrec *h);
 int fx_w_rec_cancel(struct fstx_domain *d, uint64_t off);
+int fx_w_rec_rewrite(struct fstx_domain *d, uint64_t lo, uint64_t hi);
 int fx_w_entry_fd(struct fstx_domain *d, const char *path, uint64_t ino);
 int fx_w_entry_mem(const unsigned char *pl, uint64_t len, uint64_t *p,
 		   struct went *e, char *path, char *name,
@@ -256,6 +258,11 @@ int fx_w_apply_whole(struct fstx_domain *d, const struct plan *P, const int *fds
 
 /* ---- wal_group.c: group commit ---------------------------------------- */
 int fx_w_group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end);
+/* W3: a failed barrier of the log under the domain lock, published. */
+int fx_w_group_fail(struct fstx_domain *d, uint64_t salt, uint64_t hi);
+/* W3: a published failed range written again and synced, under the
+ * domain lock, before any record is applied in place; 0 or -errno. */
+int fx_w_settle(struct fstx_domain *d);
 
 /* ---- wal_stage.c: the names a record makes (W1, W2) -------------------- */
 /* The name entries of plan P into nm (P->nsteps + 1 of them): their count. */

@@ -221,17 +221,40 @@ int fx_w_rec_state_of(struct fstx_domain *d, uint64_t off, struct wrec *h)
 /*
  * W3: the record at off, whose barrier failed, cancelled in the log
  * itself: WS_CANCELLED in its header's state field, which its CRC does
- * not cover, then a barrier (a later record's barrier covers it too,
- * should this one fail); replay after another boot then skips it where
- * it would otherwise apply a transaction that returned an error.  0 or
- * -errno.
+ * not cover; the caller's barrier (wal.c cancel(): fx_w_settle()) makes
+ * it durable, and replay after another boot then skips it where it would
+ * otherwise apply a transaction that returned an error.  0 or -errno.
  */
 int fx_w_rec_cancel(struct fstx_domain *d, uint64_t off)
 {
 	uint32_t s = WS_CANCELLED;
-	int r = fx_w_write_all(d->wal, &s, sizeof(s), off + offsetof(struct wrec, state));
 
-	return r < 0 ? r : fx_os.fdatasync(d->wal);
+	return fx_w_write_all(d->wal, &s, sizeof(s), off + offsetof(struct wrec, state));
+}
+
+/*
+ * W3: the log's bytes [lo, hi) written again as the page cache holds them,
+ * so that the next barrier writes the pages a failed one may have left
+ * clean but not on the disk (wal_group.c fx_w_settle(), under the domain
+ * lock: nothing else writes below the log's end meanwhile).  0 or -errno.
+ */
+int fx_w_rec_rewrite(struct fstx_domain *d, uint64_t lo, uint64_t hi)
+{
+	size_t cap = hi - lo > W_REWRITE ? W_REWRITE : (size_t)(hi - lo);
+	unsigned char *buf = fx_malloc(cap);
+	int r = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	while (lo < hi && r == 0) {
+		size_t n = hi - lo > cap ? cap : (size_t)(hi - lo);
+
+		if ((r = fx_w_read_all(d->wal, buf, n, lo)) == 0)
+			r = fx_w_write_all(d->wal, buf, n, lo);
+		lo += n;
+	}
+	free(buf);
+	return r == -ENODATA ? -EIO : r;
 }
 
 /* The entry's file, opened (writable where it can be) and checked. */

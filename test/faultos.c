@@ -9,6 +9,8 @@
 #include "os.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
@@ -79,12 +81,42 @@ W(fremovexattr, int, (int fd, const char *n), (fd, n))
 W(flistxattr, ssize_t, (int fd, char *l, size_t n), (fd, l, n))
 W(ficlonerange, int, (int a, int b, uint64_t c, uint64_t d, uint64_t e), (a, b, c, d, e))
 W(copy_file_range, ssize_t, (int a, off_t *b, int c, off_t *d, size_t e), (a, b, c, d, e))
-W(flock, int, (int fd, int op), (fd, op))
-W(lock_range, int, (int fd, int t, off_t s, off_t l, int w), (fd, t, s, l, w))
+/* An unlock releases the lock even when it reports an error, as close(2)
+ * releases the fd: a lock left behind by a test is not a state a process
+ * can reach (its locks die with it). */
+static int w_flock(int fd, int op)
+{
+	int g = gate_n("flock"), r;
+
+	if (g && !(op & LOCK_UN))
+		return g;
+	r = fx_os_libc.flock(fd, op);
+	after();
+	return g ? g : r;
+}
+
+static int w_lock_range(int fd, int t, off_t s, off_t l, int w)
+{
+	int g = gate_n("lock_range"), r;
+
+	if (g && t != F_UNLCK)
+		return g;
+	r = fx_os_libc.lock_range(fd, t, s, l, w);
+	after();
+	return g ? g : r;
+}
 W(getdents, ssize_t, (int fd, void *b, size_t l), (fd, b, l))
 W(dup, int, (int fd), (fd))
 W(map_ro, int, (int fd, size_t n, void **a), (fd, n, a))
-W(unmap, int, (void *a, size_t n), (a, n))
+/* munmap(2) releases the mapping (and the file it holds) even when it
+ * reports an error. */
+static int w_unmap(void *a, size_t n)
+{
+	int g = gate_n("unmap"), r = fx_os_libc.unmap(a, n);
+
+	after();
+	return g ? g : r;
+}
 W(boot_id, int, (char id[37]), (id))
 W(mount_id, int, (int fd, uint64_t *id), (fd, id))
 
