@@ -97,11 +97,14 @@ run_fs() {
 	# path confinement, the benchmark's own checks, the examples) run on
 	# the first filesystem only, unless FSTX_SUITES names them.
 	local all="test_abi test_ops test_txtext test_rollback test_crash test_powerloss test_large test_journal test_race test_bank test_wal test_itx test_lazy cli.bats confine.bats bench.bats examples python"
-	local others="test_abi test_ops test_rollback test_crash test_powerloss test_large test_journal test_race test_bank test_wal test_itx test_lazy cli.bats python"
+	local others="test_abi test_ops test_rollback test_crash test_powerloss test_large test_journal test_race test_bank test_wal test_itx test_lazy cli.bats"
+	# the Python package wraps the library: the first filesystem and
+	# btrfs (reflink, the other commit ways) are its sample
+	[ "$name" = btrfs ] && others="$others python"
 	[ -n "${OTHERS_NOW:-}" ] && all=$others
 	# tmpfs has no power loss to survive and no device: the crash, error
 	# and log suites and the API, not the power-loss or large-file ones
-	[ "$name" = tmpfs ] && all="test_abi test_ops test_rollback test_crash test_wal test_itx test_lazy cli.bats python"
+	[ "$name" = tmpfs ] && all="test_abi test_ops test_rollback test_crash test_wal test_itx test_lazy cli.bats"
 	OTHERS_NOW=1
 	for t in ${FSTX_SUITES:-$all}; do
 		out="$WORK/$name.$t.log"
