@@ -128,18 +128,25 @@
  *      reported once per open file, and those pages are not written
  *      again), so a later barrier on a descriptor that sees no error would
  *      leave the log on the disk ending at the failed record, and every
- *      record after it, acknowledged or not, lost to replay.  So the range
- *      the failed barrier was to make durable is published in the group
- *      notes (wal_group.c), and before anyone applies a record in place
- *      (its writer after its barrier, a helper, the failed writer's cancel)
- *      it writes that range again from the page cache and syncs it
- *      (fx_w_settle(), under the lock), cancel included; a settle that fails
- *      fails the transaction as its barrier would.  Replay after power loss
- *      then skips the cancelled record and goes on past it (test_wal
- *      cancelled_stays_cancelled, failed_barrier_rewritten).  Not covered:
- *      power loss before any settle succeeds (every barrier fails too): the
- *      failed record is applied then if power loss kept it whole, and the
- *      log ends before it if not; no transaction after it returned 0.
+ *      record after it, acknowledged or not, lost to replay.  So every
+ *      barrier of the log that fails (a group one, a help pass's, a
+ *      checkpoint's, recovery's: fx_w_log_sync()) publishes in the group
+ *      notes (wal_group.c) the log from the last record known durable on
+ *      (from its header on, for a checkpoint's new header), and before
+ *      anyone applies a record in place (its writer after its barrier, a
+ *      helper, the failed writer's cancel) it writes that range again from
+ *      the page cache and syncs it (fx_w_mend(), under the lock), cancel
+ *      included; a mend that fails fails the transaction as its barrier
+ *      would.  A syncer of a log a checkpoint has replaced leaves the
+ *      current log's notes as they are.  Replay after power loss then skips
+ *      the cancelled record and goes on past it (test_wal
+ *      cancelled_stays_cancelled, failed_barrier_rewritten,
+ *      failed_flush_published, older_log_syncer).  Not covered: power loss
+ *      before any mend succeeds (every barrier fails too): the failed
+ *      record is applied then if power loss kept it whole, and the log ends
+ *      before it if not, and no transaction after it returned 0; and a
+ *      helper whose own barrier, on a descriptor opened after the error,
+ *      runs while the failed group barrier is still being published.
  *  W4. Under the lock again, the writer applies its record in place,
  *      unless a helper did (its record lies below APPLIED then): the hint's
  *      busy word set, the changes, then APPLIED moves past the record if it
@@ -524,6 +531,9 @@ static int wal_reset(struct fstx_domain *d, int loose)
 	    (r = fx_w_write_all(d->wal, b, sizeof(b), 0)) < 0)
 		return r;
 	if (old && !loose && (r = fx_os.fdatasync(d->wal)) < 0) {
+		/* W3: the new header's page may be clean and not on the disk,
+		 * and the next lock holder reads it from the page cache */
+		(void)fx_w_group_fail(d, salt, 0);
 		d->latched = r;
 		return r;
 	}
@@ -618,7 +628,7 @@ static int recover_loaded(struct fstx_domain *d, int fresh, int all)
 	/* a writer on another mount of this filesystem (a bind mount) may
 	 * be at its barrier now: nothing is replayed in place before its
 	 * record is durable (W3) */
-	if ((r = fx_os.fdatasync(d->wal)) < 0)
+	if ((r = fx_w_log_sync(d)) < 0)
 		return r;
 	if ((r = fx_os.fstat(d->wal, &st)) < 0)
 		return r;
@@ -862,7 +872,7 @@ static int pay_debts(struct fstx_domain *d)
 
 	if (r == 0 && d->wal_loose)
 		r = fx_w_debt_pay(d);
-	return r < 0 ? r : fx_os.fdatasync(d->wal);
+	return r < 0 ? r : fx_w_log_sync(d);
 }
 
 /*
@@ -1414,7 +1424,7 @@ static int applied_meanwhile(struct fstx_domain *d, uint64_t at, uint64_t salt)
  * committed and the error stands as one after the commit point.  The
  * range the failed barrier was to make durable is published (the group
  * path did at the barrier) and written again with the cancel in it, then
- * synced (fx_w_settle()).  The caller returns the barrier's error whatever
+ * synced (fx_w_mend()).  The caller returns the barrier's error whatever
  * happens here.
  */
 static void cancel(struct fstx_domain *d, uint64_t at, uint64_t salt, int unlocked)
@@ -1426,8 +1436,8 @@ static void cancel(struct fstx_domain *d, uint64_t at, uint64_t salt, int unlock
 	/* the log's state unknown (m < 0): its word only, of its salt */
 	if (m == 0) {
 		(void)fx_w_rec_cancel(d, at);
-		if (fx_w_group_fail(d, salt, d->wal_end) == 0)
-			(void)fx_w_settle(d);
+		if (fx_w_group_fail(d, salt, W_START) == 0)
+			(void)fx_w_mend(d);
 		else
 			(void)fx_os.fdatasync(d->wal);
 	}
@@ -1620,7 +1630,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		if (debt)
 			rs = pay_debts(d);
 		else if (!share)
-			rs = fx_os.fdatasync(d->wal);
+			rs = fx_w_log_sync(d);
 		else {
 			fx_unlock(d);
 			rs = fx_w_group_sync(d, salt, d->wal_end);
@@ -1642,7 +1652,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		/* W3: a failed barrier's range written again first, so that
 		 * the log on the disk runs on to this record */
 		if (rs == 0)
-			rs = fx_w_settle(d);
+			rs = fx_w_mend(d);
 		if (rs < 0) {
 			d->latched = rs;
 			cancel(d, at, salt, share);

@@ -37,7 +37,7 @@
  * that sees no error, would leave them so: the log on the disk would end at
  * the first record they held, and every record after it, acknowledged or
  * not, would be lost to replay.  So before anyone applies a record in
- * place, fx_w_settle() (under the domain lock) writes that range again from
+ * place, fx_w_mend() (under the domain lock) writes that range again from
  * the page cache and syncs it, and only then clears it.
  *
  * The notes, at S_GROUP (0) of .fstx/walsync (struct gnote; the rest of
@@ -79,7 +79,7 @@ struct gnote {
 	uint32_t peak;            /* waiting when the last barrier ended */
 	uint32_t bar_us;          /* its length */
 	uint32_t covering;        /* waiting when the barrier under way began */
-	uint64_t flo, fhi;        /* a failed barrier's range, not yet settled */
+	uint64_t flo, fhi;        /* a failed barrier's range, not yet mended */
 	uint32_t crc;             /* CRC-32C of the fields above */
 };
 
@@ -141,8 +141,12 @@ static void gather(struct fstx_domain *d, uint32_t peak, uint32_t bar_us)
 	}
 }
 
-/* A failed barrier's range, the log of salt below hi, joined to g's. */
-static void fail_add(struct gnote *g, uint64_t salt, uint64_t hi)
+/*
+ * A failed barrier: every record of the log of salt from the last one
+ * known durable on (to the log's end, whatever was appended meanwhile: the
+ * failed write-back may have held its pages too), joined to g's range.
+ */
+static void fail_add(struct gnote *g, uint64_t salt, uint64_t from)
 {
 	uint64_t lo;
 
@@ -152,12 +156,10 @@ static void fail_add(struct gnote *g, uint64_t salt, uint64_t hi)
 		g->flo = g->fhi = 0;
 	}
 	lo = g->end < W_START ? W_START : g->end;
-	if (g->fhi > g->flo) {
-		lo = g->flo < lo ? g->flo : lo;
-		hi = g->fhi > hi ? g->fhi : hi;
-	}
-	g->flo = lo;
-	g->fhi = hi;
+	if (g->fhi > g->flo && g->flo < lo)
+		lo = g->flo;
+	g->flo = from < lo ? from : lo;
+	g->fhi = UINT64_MAX;
 }
 
 /* The notes read under G_Q: 0, or -errno; a note not whole reads as none. */
@@ -174,9 +176,10 @@ static int note_locked(struct fstx_domain *d, struct gnote *g)
 
 /*
  * W3: a barrier of the log that failed outside fx_w_group_sync() (under
- * the domain lock), publishing the records of salt below hi as in doubt.
+ * the domain lock), publishing the records of salt as in doubt, and the
+ * log's bytes from `from` on (0: its header too, W6).
  */
-int fx_w_group_fail(struct fstx_domain *d, uint64_t salt, uint64_t hi)
+int fx_w_group_fail(struct fstx_domain *d, uint64_t salt, uint64_t from)
 {
 	struct gnote g;
 	int r;
@@ -186,10 +189,21 @@ int fx_w_group_fail(struct fstx_domain *d, uint64_t salt, uint64_t hi)
 	if ((r = glock(d, F_WRLCK, G_Q, 1)) < 0)
 		return r;
 	if ((r = note_locked(d, &g)) == 0) {
-		fail_add(&g, salt, hi);
+		fail_add(&g, salt, from);
 		r = note_write(d, &g);
 	}
 	glock(d, F_UNLCK, G_Q, 0);
+	return r;
+}
+
+/* W3: every other barrier of the log (under the domain lock): one that
+ * fails is published like a group barrier's. */
+int fx_w_log_sync(struct fstx_domain *d)
+{
+	int r = fx_os.fdatasync(d->wal);
+
+	if (r < 0 && d->wal_salt)
+		(void)fx_w_group_fail(d, d->wal_salt, W_START);
 	return r;
 }
 
@@ -197,10 +211,10 @@ int fx_w_group_fail(struct fstx_domain *d, uint64_t salt, uint64_t hi)
  * W3, under the domain lock, before any record is applied in place: a
  * failed barrier's range of this log, as the notes publish it, written
  * again from the page cache (fx_w_rec_rewrite()) and synced; then cleared,
- * unless another failure joined it meanwhile.  0 (none, or settled) or
+ * unless another failure joined it meanwhile.  0 (none, or mended) or
  * -errno (the range stays published).
  */
-int fx_w_settle(struct fstx_domain *d)
+int fx_w_mend(struct fstx_domain *d)
 {
 	struct gnote g, now;
 	uint64_t lo, hi;
@@ -220,10 +234,10 @@ int fx_w_settle(struct fstx_domain *d)
 	}
 	if (g.fhi <= g.flo || g.salt != d->wal_salt)
 		return 0; /* none, or another log's (the next barrier drops it) */
-	lo = g.flo < W_START ? W_START : g.flo;
+	lo = g.flo; /* 0: the header too (a checkpoint's, W6) */
 	hi = g.fhi > d->wal_end ? d->wal_end : g.fhi;
 	if ((lo < hi && (r = fx_w_rec_rewrite(d, lo, hi)) < 0) ||
-	    (r = fx_os.fdatasync(d->wal)) < 0)
+	    (r = fx_w_log_sync(d)) < 0)
 		return r;
 	if ((r = glock(d, F_WRLCK, G_Q, 1)) < 0)
 		return r;
@@ -297,14 +311,21 @@ int fx_w_group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 		goto out_bar; /* the note stays active: the next syncer sees
 				 it dead once this byte is free */
 	if ((r = fx_w_side_read(d, &g, sizeof(g), S_GROUP)) == 0) {
-		if (rs == 0 && g.salt != salt)
-			g.flo = g.fhi = 0; /* another log's failure: moot (W6) */
-		if (rs == 0 && (g.salt != salt || g.end < target)) {
+		/* a checkpoint may have replaced the log meanwhile (then its
+		 * records are durable in place, W6): a barrier of an older log
+		 * leaves the notes of the current one as they are, but one that
+		 * failed may have held the current log's pages too */
+		uint64_t cur = fx_w_hint_salt(d);
+
+		cur = cur ? cur : salt;
+		if (rs == 0 && cur == salt && g.salt != salt)
+			g.flo = g.fhi = 0; /* an older log's failure: moot */
+		if (rs == 0 && cur == salt && (g.salt != salt || g.end < target)) {
 			g.salt = salt;
 			g.end = target;
 		}
 		if (rs < 0)
-			fail_add(&g, salt, target);
+			fail_add(&g, cur, W_START);
 		g.active = 0;
 		g.peak = g.waiting;
 		g.bar_us = (uint32_t)(now_us() - t0);

@@ -232,6 +232,7 @@ int fx_w_load(struct fstx_domain *d, int *fresh);
 int fx_w_hint_write(struct fstx_domain *d);
 int fx_w_hint_drop(struct fstx_domain *d);
 void fx_w_hint_end(struct fstx_domain *d, uint64_t salt, uint64_t *end);
+uint64_t fx_w_hint_salt(struct fstx_domain *d);
 int fx_w_rec_state(struct fstx_domain *d, uint64_t off, uint32_t *state);
 int fx_w_set_state(struct fstx_domain *d, uint64_t off, uint32_t state);
 uint64_t fx_w_states_len(uint64_t from, uint64_t to);
@@ -259,10 +260,12 @@ int fx_w_apply_whole(struct fstx_domain *d, const struct plan *P, const int *fds
 /* ---- wal_group.c: group commit ---------------------------------------- */
 int fx_w_group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end);
 /* W3: a failed barrier of the log under the domain lock, published. */
-int fx_w_group_fail(struct fstx_domain *d, uint64_t salt, uint64_t hi);
+int fx_w_group_fail(struct fstx_domain *d, uint64_t salt, uint64_t from);
+/* W3: fdatasync of the log under the domain lock; a failure published. */
+int fx_w_log_sync(struct fstx_domain *d);
 /* W3: a published failed range written again and synced, under the
  * domain lock, before any record is applied in place; 0 or -errno. */
-int fx_w_settle(struct fstx_domain *d);
+int fx_w_mend(struct fstx_domain *d);
 
 /* ---- wal_stage.c: the names a record makes (W1, W2) -------------------- */
 /* The name entries of plan P into nm (P->nsteps + 1 of them): their count. */

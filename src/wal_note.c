@@ -215,6 +215,20 @@ void fx_w_hint_end(struct fstx_domain *d, uint64_t salt, uint64_t *end)
 		*end = h.end;
 }
 
+/* The salt of the log a whole hint names (read without the lock: the
+ * current log, W6), or 0 where the hint is being written or is none. */
+uint64_t fx_w_hint_salt(struct fstx_domain *d)
+{
+	struct whint h;
+	uint32_t crc;
+
+	if (fx_w_side_read(d, &h, sizeof(h), S_HINT) < 0)
+		return 0;
+	crc = h.crc;
+	h.crc = 0;
+	return crc == fx_crc32c(0, &h, offsetof(struct whint, clean)) ? h.salt : 0;
+}
+
 /*
  * Read header and hint.  Sets d->wal_salt (0: no valid header, the log is
  * empty), and d->wal_end and d->wal_applied from a hint of this boot (W5);

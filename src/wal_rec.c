@@ -221,7 +221,7 @@ int fx_w_rec_state_of(struct fstx_domain *d, uint64_t off, struct wrec *h)
 /*
  * W3: the record at off, whose barrier failed, cancelled in the log
  * itself: WS_CANCELLED in its header's state field, which its CRC does
- * not cover; the caller's barrier (wal.c cancel(): fx_w_settle()) makes
+ * not cover; the caller's barrier (wal.c cancel(): fx_w_mend()) makes
  * it durable, and replay after another boot then skips it where it would
  * otherwise apply a transaction that returned an error.  0 or -errno.
  */
@@ -235,7 +235,7 @@ int fx_w_rec_cancel(struct fstx_domain *d, uint64_t off)
 /*
  * W3: the log's bytes [lo, hi) written again as the page cache holds them,
  * so that the next barrier writes the pages a failed one may have left
- * clean but not on the disk (wal_group.c fx_w_settle(), under the domain
+ * clean but not on the disk (wal_group.c fx_w_mend(), under the domain
  * lock: nothing else writes below the log's end meanwhile).  0 or -errno.
  */
 int fx_w_rec_rewrite(struct fstx_domain *d, uint64_t lo, uint64_t hi)

@@ -47,6 +47,7 @@
 #include "txrun.h"
 #include "states.h"
 #include "wal.h"
+#include "wal_int.h" /* fx_w_group_sync(): a syncer of an older log */
 
 #define NSEQ 6
 #define NDATA 4 /* the first NDATA are all of the log's way */
@@ -1110,6 +1111,112 @@ static void failed_barrier_rewritten(void **state)
 	free(tx1);
 	free(big);
 	t_drop(d);
+}
+
+/* tx1's text with `how` ("wal", "lazy"): a record of several pages. */
+static char *lp_big_tx(const char *how)
+{
+	char *big = malloc(20001), *tx;
+
+	assert_non_null(big);
+	memset(big, 'Q', 20000);
+	big[20000] = 0;
+	assert_true(asprintf(&tx, "option %s\nopen 0 a O_WRONLY\npwrite 0 \"%s\" 0\n", how,
+			     big) > 0);
+	free(big);
+	return tx;
+}
+
+/* The model of the log's pages over domain d (recovered: its log made). */
+static void lp_start(const char *d)
+{
+	struct stat st;
+	char *p;
+
+	assert_true(domain_recover(d) >= 0);
+	assert_true(asprintf(&p, "%s/.fstx/wal", d) > 0);
+	assert_int_equal(stat(p, &st), 0);
+	free(p);
+	memset(&lp, 0, sizeof(lp));
+	lp.ino = st.st_ino;
+	fx_os.pwrite = lp_pwrite;
+	fx_os.fdatasync = lp_fdatasync;
+}
+
+/*
+ * W3: a help pass's barrier that fails (the flush of queued lazy records)
+ * is published like a group barrier's: a handle opened after the error
+ * (its barriers succeed) writes the lazy records' pages again before it
+ * applies them and acknowledges its own record after them.
+ */
+static void failed_flush_published(void **state)
+{
+	char *d = t_fresh(), *tx1 = lp_big_tx("lazy");
+	fstx_domain *h, *h2;
+
+	(void)state;
+	t_write(d, "a", "aaaaaa", 6);
+	t_write(d, "b", "bbbbbb", 6);
+	lp_start(d);
+	assert_int_equal(fstx_domain_open(d, &h), 0);
+	assert_int_equal(tx_text_h(h, tx1), 0); /* queued, no barrier */
+	lp.fail = 1;
+	assert_int_equal(fstx_sync(h), -EIO);   /* the flush's barrier */
+	assert_int_equal(lp.failed, 1);
+	assert_int_equal(fstx_domain_open(d, &h2), 0);
+	assert_int_equal(tx_text_h(h2, lp_tx2), 0);
+	assert_int_equal(lp_lost_below(h2->wal_end), 0);
+	fx_os = fx_os_libc;
+	fstx_domain_close(h);
+	fstx_domain_close(h2);
+	expect_prefix(d, "a", "QQQQQQ", 6); /* the lazy one was committed */
+	expect_prefix(d, "b", "DDbbbb", 6);
+	free(tx1);
+	t_drop(d);
+}
+
+/*
+ * W3: a syncer of a log that a checkpoint has replaced (it appended
+ * before the checkpoint and reaches its barrier after it) leaves the
+ * current log's published failure as it is, whether its own barrier
+ * succeeds or fails; the next transaction still writes the failed range
+ * again before it returns.
+ */
+static void older_log_syncer(void **state)
+{
+	(void)state;
+	for (int fails = 0; fails < 2; fails++) {
+		char *d = t_fresh(), *tx1 = lp_big_tx("wal");
+		fstx_domain *h, *h2, *hs;
+		uint64_t s1, s1end;
+
+		t_write(d, "a", "aaaaaa", 6);
+		t_write(d, "b", "bbbbbb", 6);
+		assert_true(domain_recover(d) >= 0);
+		assert_int_equal(fstx_domain_open(d, &hs), 0);
+		assert_int_equal(tx_text_h(hs, "option wal\nopen 0 b O_WRONLY\npwrite 0 \"b\" 0\n"),
+				 0);
+		s1 = hs->wal_salt; /* the older log */
+		s1end = hs->wal_end;
+		lp_start(d); /* a checkpoint: a new salt */
+		assert_int_equal(fstx_domain_open(d, &h), 0);
+		lp.fail = 2; /* the barrier and the cancel's mend */
+		assert_int_equal(tx_text_h(h, tx1), -EIO);
+		assert_true(h->wal_salt != s1);
+		lp.fail = fails;
+		(void)fx_w_group_sync(hs, s1, s1end); /* the late syncer */
+		assert_int_equal(fstx_domain_open(d, &h2), 0);
+		assert_int_equal(tx_text_h(h2, lp_tx2), 0);
+		assert_int_equal(lp_lost_below(h2->wal_end), 0);
+		fx_os = fx_os_libc;
+		fstx_domain_close(h);
+		fstx_domain_close(h2);
+		fstx_domain_close(hs);
+		expect_prefix(d, "a", "aaaaaa", 6);
+		expect_prefix(d, "b", "DDbbbb", 6);
+		free(tx1);
+		t_drop(d);
+	}
 }
 
 /* ---- new names through the log (W1, W2, W5) ------------------------------- */
@@ -3781,6 +3888,8 @@ int main(void)
 		cmocka_unit_test(reboot_replays_all),
 		cmocka_unit_test(cancelled_stays_cancelled),
 		cmocka_unit_test(failed_barrier_rewritten),
+		cmocka_unit_test(failed_flush_published),
+		cmocka_unit_test(older_log_syncer),
 		cmocka_unit_test(names_one_barrier),
 		cmocka_unit_test(names_replay_lost),
 		cmocka_unit_test(names_symlink),
