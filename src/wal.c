@@ -137,16 +137,18 @@
  *      helper, the failed writer's cancel) it writes that range again from
  *      the page cache and syncs it (fx_w_mend(), under the lock), cancel
  *      included; a mend that fails fails the transaction as its barrier
- *      would.  A syncer of a log a checkpoint has replaced leaves the
- *      current log's notes as they are.  Replay after power loss then skips
- *      the cancelled record and goes on past it (test_wal
- *      cancelled_stays_cancelled, failed_barrier_rewritten,
- *      failed_flush_published, older_log_syncer).  Not covered: power loss
- *      before any mend succeeds (every barrier fails too): the failed
+ *      would.  A lock holder that applies records it did not just sync
+ *      itself (a help pass, a commit paying debts) takes its barrier
+ *      through the group (fx_w_barrier()), so it waits for a group barrier
+ *      under way and finds its failure published.  A syncer of a log a
+ *      checkpoint has replaced leaves the current log's notes as they are.
+ *      Replay after power loss then skips the cancelled record and goes on
+ *      past it (test_wal cancelled_stays_cancelled,
+ *      failed_barrier_rewritten, failed_flush_published,
+ *      older_log_syncer, helper_waits_failed_barrier).  Not covered: power
+ *      loss before any mend succeeds (every barrier fails too): the failed
  *      record is applied then if power loss kept it whole, and the log ends
- *      before it if not, and no transaction after it returned 0; and a
- *      helper whose own barrier, on a descriptor opened after the error,
- *      runs while the failed group barrier is still being published.
+ *      before it if not, and no transaction after it returned 0.
  *  W4. Under the lock again, the writer applies its record in place,
  *      unless a helper did (its record lies below APPLIED then): the hint's
  *      busy word set, the changes, then APPLIED moves past the record if it
@@ -872,7 +874,7 @@ static int pay_debts(struct fstx_domain *d)
 
 	if (r == 0 && d->wal_loose)
 		r = fx_w_debt_pay(d);
-	return r < 0 ? r : fx_w_log_sync(d);
+	return r < 0 ? r : fx_w_barrier(d);
 }
 
 /*

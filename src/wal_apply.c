@@ -549,7 +549,7 @@ int fx_w_help(struct fstx_domain *d)
 		return fx_w_hint_write(d);
 	}
 	/* crash-only records only (W11, W12): no promise needs the barrier */
-	if ((d->wal_kept && (r = fx_w_log_sync(d)) < 0) ||
+	if ((d->wal_kept && (r = fx_w_barrier(d)) < 0) ||
 	    (r = fx_w_mend(d)) < 0) { /* W3: a failed barrier's range */
 		d->latched = r;
 		return r;

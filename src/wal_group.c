@@ -56,6 +56,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <string.h>
 #include <time.h>
 
@@ -196,6 +197,22 @@ int fx_w_group_fail(struct fstx_domain *d, uint64_t salt, uint64_t from)
 	return r;
 }
 
+static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end, int gather_ok);
+
+/*
+ * W3: the barrier of a lock holder about to apply records it did not
+ * just sync itself (a help pass, a commit paying debts): shared with the
+ * group, so that it waits for a barrier under way, whose failure is
+ * then published for fx_w_mend(), and skips its own where a barrier
+ * covered every record already.  On tmpfs (no device) a plain one.
+ */
+int fx_w_barrier(struct fstx_domain *d)
+{
+	if (d->fs.magic == TMPFS_MAGIC)
+		return fx_w_log_sync(d);
+	return group_sync(d, d->wal_salt, d->wal_end, 0);
+}
+
 /* W3: every other barrier of the log (under the domain lock): one that
  * fails is published like a group barrier's. */
 int fx_w_log_sync(struct fstx_domain *d)
@@ -251,8 +268,10 @@ int fx_w_mend(struct fstx_domain *d)
 }
 
 /* The barrier that makes the record below end (of the log of salt)
- * durable, shared (W3); 0 or -errno. */
-int fx_w_group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
+ * durable, shared (W3), gathering others' records first where gather_ok
+ * (not for a holder of the domain lock: no one could append); 0 or
+ * -errno. */
+static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end, int gather_ok)
 {
 	struct gnote g;
 	uint64_t target = end, t0;
@@ -298,7 +317,8 @@ int fx_w_group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
 		goto out_q;
 	g.active = 1; /* those who come meanwhile wait for it */
 	g.covering = g.waiting;
-	gathering = g.peak >= G_GATHER && g.waiting < g.peak && g.bar_us >= G_GATHER_MIN;
+	gathering = gather_ok && g.peak >= G_GATHER && g.waiting < g.peak &&
+		    g.bar_us >= G_GATHER_MIN;
 	if ((r = note_write(d, &g)) < 0)
 		goto out_bar;
 	glock(d, F_UNLCK, G_Q, 0);
@@ -344,3 +364,7 @@ out_q:
 	return r;
 }
 
+int fx_w_group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end)
+{
+	return group_sync(d, salt, end, 1);
+}

@@ -263,6 +263,9 @@ int fx_w_group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end);
 int fx_w_group_fail(struct fstx_domain *d, uint64_t salt, uint64_t from);
 /* W3: fdatasync of the log under the domain lock; a failure published. */
 int fx_w_log_sync(struct fstx_domain *d);
+/* W3: a lock holder's barrier before it applies others' records, shared
+ * with the group commit. */
+int fx_w_barrier(struct fstx_domain *d);
 /* W3: a published failed range written again and synced, under the
  * domain lock, before any record is applied in place; 0 or -errno. */
 int fx_w_mend(struct fstx_domain *d);

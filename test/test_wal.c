@@ -978,6 +978,11 @@ static struct {
 	int fail;                   /* the next fdatasync of the log fails */
 	int failed;                 /* one did */
 	fstx_domain *h2;            /* commits at the next lock after it */
+	fstx_domain *h1;            /* the failing handle, for helper_waits */
+	void *(*during)(void *);    /* runs in a thread while the barrier fails */
+	pthread_t thr;
+	uint64_t check_end;         /* in-place writes need no lost page below */
+	int violations;             /* in-place writes that found some */
 	long h2_rc;
 	uint64_t h2_end;            /* the log's end when h2's returned */
 	int h2_lost;                /* lost pages below it then */
@@ -990,8 +995,26 @@ static int lp_is_log(int fd)
 	return fstat(fd, &st) == 0 && st.st_ino == lp.ino;
 }
 
+static int lp_lost_below(uint64_t end);
+
+/* A file of the tree (not under .fstx/). */
+static int lp_in_tree(int fd)
+{
+	char link[64], path[4096];
+	ssize_t k;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	k = readlink(link, path, sizeof(path) - 1);
+	if (k < 0)
+		return 0;
+	path[k] = 0;
+	return !strstr(path, "/.fstx/");
+}
+
 static ssize_t lp_pwrite(int fd, const void *b, size_t n, off_t o)
 {
+	if (n && lp.check_end && lp_lost_below(lp.check_end) && lp_in_tree(fd))
+		lp.violations++; /* a change in place over a lost log */
 	if (n && lp_is_log(fd))
 		for (uint64_t p = (uint64_t)o / 4096; p <= ((uint64_t)o + n - 1) / 4096 &&
 		     p < LP_PAGES; p++) {
@@ -1011,6 +1034,14 @@ static int lp_fdatasync(int fd)
 		for (int p = 0; p < LP_PAGES; p++)
 			if (lp.dirty[p])
 				lp.lost[p] = 1, lp.dirty[p] = 0;
+		if (lp.during) { /* another handle, while this barrier fails */
+			struct timespec t = { 0, 300 * 1000 * 1000 };
+
+			lp.check_end = lp.h1->wal_end;
+			assert_int_equal(pthread_create(&lp.thr, NULL, lp.during, NULL), 0);
+			lp.during = NULL;
+			nanosleep(&t, NULL);
+		}
 		return -EIO;
 	}
 	r = fx_os_libc.fdatasync(fd);
@@ -1171,6 +1202,56 @@ static void failed_flush_published(void **state)
 	fstx_domain_close(h2);
 	expect_prefix(d, "a", "QQQQQQ", 6); /* the lazy one was committed */
 	expect_prefix(d, "b", "DDbbbb", 6);
+	free(tx1);
+	t_drop(d);
+}
+
+/* A transaction on the failed record's file: it must help first. */
+static void *lp_helper(void *arg)
+{
+	(void)arg;
+	lp.h2_rc = tx_text_h(lp.h2, "option wal\nopen 0 a O_WRONLY\npwrite 0 \"ZZ\" 0\n");
+	return NULL;
+}
+
+/*
+ * W3: a helper whose barrier runs while a group barrier fails (its own
+ * descriptor sees no error) waits for that barrier and its published
+ * failure, and writes the failed range again before it applies the
+ * failed record in place: no change in place ever lies over a record
+ * that is not durable.
+ */
+static void helper_waits_failed_barrier(void **state)
+{
+	char *d = t_fresh(), *tx1 = lp_big_tx("wal");
+	struct statfs fs;
+	fstx_domain *h, *h2;
+
+	(void)state;
+	assert_int_equal(statfs(d, &fs), 0);
+	if (fs.f_type == TMPFS_MAGIC) { /* no group commit */
+		free(tx1);
+		t_drop(d);
+		skip();
+	}
+	t_write(d, "a", "aaaaaa", 6);
+	lp_start(d);
+	assert_int_equal(fstx_domain_open(d, &h), 0);
+	assert_int_equal(fstx_domain_open(d, &h2), 0);
+	lp.h1 = h;
+	lp.h2 = h2;
+	lp.during = lp_helper;
+	lp.fail = 1;
+	assert_int_equal(tx_text_h(h, tx1), -EIO);
+	assert_int_equal(pthread_join(lp.thr, NULL), 0);
+	assert_int_equal(lp.h2_rc, 0);
+	assert_int_equal(lp.violations, 0);
+	assert_int_equal(lp_lost_below(h2->wal_end), 0);
+	fx_os = fx_os_libc;
+	fstx_domain_close(h);
+	fstx_domain_close(h2);
+	/* the helper applied the failed record: committed after all */
+	expect_prefix(d, "a", "ZZQQQQ", 6);
 	free(tx1);
 	t_drop(d);
 }
@@ -3890,6 +3971,7 @@ int main(void)
 		cmocka_unit_test(failed_barrier_rewritten),
 		cmocka_unit_test(failed_flush_published),
 		cmocka_unit_test(older_log_syncer),
+		cmocka_unit_test(helper_waits_failed_barrier),
 		cmocka_unit_test(names_one_barrier),
 		cmocka_unit_test(names_replay_lost),
 		cmocka_unit_test(names_symlink),
