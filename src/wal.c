@@ -180,7 +180,10 @@
  *      writer on another mount of the filesystem may be at its barrier),
  *      replays every valid record from byte 1024
  *      in order, whatever its state word (not durable), and sets END and
- *      APPLIED after the last.  Replay is idempotent: a set applied twice,
+ *      APPLIED after the last; the group notes are forgotten first
+ *      (wal_group.c fx_w_group_forget(): their durable end and failed
+ *      range are of the other boot or mount; test_wal
+ *      group_note_other_boot).  Replay is idempotent: a set applied twice,
  *      or over a partly applied or partly lost state, leaves the state
  *      after it, and replaying the records in order leaves the state after
  *      the last.  An entry names its file by canonical path (opened
@@ -277,8 +280,10 @@
  *      it a checkpoint with barriers instead) and sets the hint's loose
  *      word: changes it dropped from the log are not durable in place.
  *      While loose is set, the next durable transaction of the log fsyncs
- *      every object listed, then fdatasyncs the log (under the lock, no
- *      group commit), which also makes the new header durable, and clears
+ *      every object listed, then the log's barrier (under the lock,
+ *      through the group commit, W3: fx_w_barrier(), which waits for a
+ *      barrier under way and skips its own where one covered every
+ *      record), which also makes the new header durable, and clears
  *      it; any other checkpoint (the undo way's, fstx_recover(),
  *      fstx_sync()) runs, with its barriers and the list's, even on an
  *      empty log.  So a durable commit still makes every earlier
@@ -630,7 +635,7 @@ static int recover_loaded(struct fstx_domain *d, int fresh, int all)
 	/* a writer on another mount of this filesystem (a bind mount) may
 	 * be at its barrier now: nothing is replayed in place before its
 	 * record is durable (W3) */
-	if ((r = fx_w_log_sync(d)) < 0)
+	if ((r = fx_w_log_sync(d)) < 0 || (r = fx_w_group_forget(d)) < 0)
 		return r;
 	if ((r = fx_os.fstat(d->wal, &st)) < 0)
 		return r;
@@ -865,8 +870,8 @@ int fx_wal_checkpoint(struct fstx_domain *d)
  * W11: a durable commit after crash-only transactions whose changes no
  * record holds any more: fsync their objects (this handle's of the undo
  * way, trans.c; those a loose checkpoint listed), then the log, which
- * also makes a loose checkpoint's header durable.  Under the lock, no
- * group commit.
+ * also makes a loose checkpoint's header durable.  Under the lock; the
+ * log's barrier through the group commit (W3: fx_w_barrier()).
  */
 static int pay_debts(struct fstx_domain *d)
 {

@@ -225,6 +225,31 @@ int fx_w_log_sync(struct fstx_domain *d)
 }
 
 /*
+ * W5: the notes of another boot or mount are no notes (walsync is never
+ * synced, but what the kernel wrote back of it lasts): a recovery that does
+ * not trust the hint forgets their (salt, end) and range, so that no later
+ * barrier is skipped by an end the disk may not hold.  The barrier counts
+ * stay (a writer on another mount of the filesystem may be at one).
+ */
+int fx_w_group_forget(struct fstx_domain *d)
+{
+	struct gnote g;
+	int r;
+
+	if ((r = fx_w_side_fd(d)) < 0)
+		return r;
+	if ((r = glock(d, F_WRLCK, G_Q, 1)) < 0)
+		return r;
+	if ((r = note_locked(d, &g)) == 0) {
+		g.salt = g.end = 0;
+		g.flo = g.fhi = 0;
+		r = note_write(d, &g);
+	}
+	glock(d, F_UNLCK, G_Q, 0);
+	return r;
+}
+
+/*
  * W3, under the domain lock, before any record is applied in place: a
  * failed barrier's range of this log, as the notes publish it, written
  * again from the page cache (fx_w_rec_rewrite()) and synced; then cleared,

@@ -266,6 +266,8 @@ int fx_w_log_sync(struct fstx_domain *d);
 /* W3: a lock holder's barrier before it applies others' records, shared
  * with the group commit. */
 int fx_w_barrier(struct fstx_domain *d);
+/* W5: the group notes of another boot or mount forgotten. */
+int fx_w_group_forget(struct fstx_domain *d);
 /* W3: a published failed range written again and synced, under the
  * domain lock, before any record is applied in place; 0 or -errno. */
 int fx_w_mend(struct fstx_domain *d);

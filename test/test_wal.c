@@ -3701,6 +3701,59 @@ static char *group_domain(void)
 }
 
 /*
+ * W5: the group notes of another boot are no notes.  Power loss kept fewer
+ * records of the log than the note (written back by the kernel) says
+ * durable; recovery of another boot goes on appending with the same salt
+ * below the note's end, and a durable commit there must still have its
+ * barrier.
+ */
+static long log_syncs;
+static ino_t log_ino;
+static int count_log_sync(int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) == 0 && st.st_ino == log_ino)
+		log_syncs++;
+	return fx_os_libc.fdatasync(fd);
+}
+
+static void group_note_other_boot(void **state)
+{
+	char *d = group_domain(), *p;
+	const char *tx = "option wal\nopen 0 a O_WRONLY\npwrite 0 \"xy\" 0\n";
+	fstx_domain *h;
+	struct stat st;
+	uint64_t e1;
+
+	(void)state;
+	if (!d)
+		skip();
+	assert_int_equal(fstx_domain_open(d, &h), 0);
+	assert_int_equal(tx_text_h(h, tx), 0);
+	e1 = h->wal_end;
+	for (int k = 0; k < 5; k++)
+		assert_int_equal(tx_text_h(h, tx), 0);
+	fstx_domain_close(h);
+	/* the disk kept the first record only; walsync kept the note */
+	assert_true(asprintf(&p, "%s/.fstx/wal", d) > 0);
+	assert_int_equal(truncate(p, (off_t)e1), 0);
+	assert_int_equal(stat(p, &st), 0);
+	free(p);
+	log_ino = st.st_ino;
+	fx_os.boot_id = other_boot;
+	assert_int_equal(fstx_domain_open(d, &h), 0);
+	assert_int_equal(tx_text_h(h, tx), 0); /* replays, goes on after e1 */
+	fx_os.fdatasync = count_log_sync;
+	log_syncs = 0;
+	assert_int_equal(tx_text_h(h, tx), 0);
+	fx_os = fx_os_libc;
+	fstx_domain_close(h);
+	assert_true(log_syncs > 0); /* the durable commit had its barrier */
+	t_drop(d);
+}
+
+/*
  * A writer believes the group notes only where their CRC holds (they are
  * read without the lock first): a note saying every record durable, with
  * a stale CRC (as a note being written reads), is no note and the writer
@@ -4008,6 +4061,7 @@ int main(void)
 		cmocka_unit_test(group_waits_for_barrier),
 		cmocka_unit_test(group_syncer_dies),
 		cmocka_unit_test(group_gather_bounded),
+		cmocka_unit_test(group_note_other_boot),
 		cmocka_unit_test(group_note_crc),
 		cmocka_unit_test(no_mapping),
 		cmocka_unit_test(group_wait_errors),
