@@ -175,12 +175,10 @@ static int note_locked(struct fstx_domain *d, struct gnote *g)
 	return r;
 }
 
-/*
- * W3: a barrier of the log that failed outside fx_w_group_sync() (under
- * the domain lock), publishing the records of salt as in doubt, and the
- * log's bytes from `from` on (0: its header too, W6).
- */
-int fx_w_group_fail(struct fstx_domain *d, uint64_t salt, uint64_t from)
+/* Under G_Q: the notes read, changed by fn(g, salt, from), written. */
+static int note_change(struct fstx_domain *d,
+		       void (*fn)(struct gnote *g, uint64_t salt, uint64_t from),
+		       uint64_t salt, uint64_t from)
 {
 	struct gnote g;
 	int r;
@@ -190,11 +188,21 @@ int fx_w_group_fail(struct fstx_domain *d, uint64_t salt, uint64_t from)
 	if ((r = glock(d, F_WRLCK, G_Q, 1)) < 0)
 		return r;
 	if ((r = note_locked(d, &g)) == 0) {
-		fail_add(&g, salt, from);
+		fn(&g, salt, from);
 		r = note_write(d, &g);
 	}
 	glock(d, F_UNLCK, G_Q, 0);
 	return r;
+}
+
+/*
+ * W3: a barrier of the log that failed outside fx_w_group_sync() (under
+ * the domain lock), publishing the records of salt as in doubt, and the
+ * log's bytes from `from` on (0: its header too, W6).
+ */
+int fx_w_group_fail(struct fstx_domain *d, uint64_t salt, uint64_t from)
+{
+	return note_change(d, fail_add, salt, from);
 }
 
 static int group_sync(struct fstx_domain *d, uint64_t salt, uint64_t end, int gather_ok);
@@ -231,22 +239,17 @@ int fx_w_log_sync(struct fstx_domain *d)
  * barrier is skipped by an end the disk may not hold.  The barrier counts
  * stay (a writer on another mount of the filesystem may be at one).
  */
+static void forget(struct gnote *g, uint64_t salt, uint64_t from)
+{
+	(void)salt;
+	(void)from;
+	g->salt = g->end = 0;
+	g->flo = g->fhi = 0;
+}
+
 int fx_w_group_forget(struct fstx_domain *d)
 {
-	struct gnote g;
-	int r;
-
-	if ((r = fx_w_side_fd(d)) < 0)
-		return r;
-	if ((r = glock(d, F_WRLCK, G_Q, 1)) < 0)
-		return r;
-	if ((r = note_locked(d, &g)) == 0) {
-		g.salt = g.end = 0;
-		g.flo = g.fhi = 0;
-		r = note_write(d, &g);
-	}
-	glock(d, F_UNLCK, G_Q, 0);
-	return r;
+	return note_change(d, forget, 0, 0);
 }
 
 /*

@@ -1174,6 +1174,19 @@ static void lp_start(const char *d)
 	fx_os.fdatasync = lp_fdatasync;
 }
 
+/* The next transaction, on a handle opened after the error (its barriers
+ * succeed): it returns 0 with no lost page of the log below its record. */
+static fstx_domain *lp_next_commit(const char *d)
+{
+	fstx_domain *h2;
+
+	assert_int_equal(fstx_domain_open(d, &h2), 0);
+	assert_int_equal(tx_text_h(h2, lp_tx2), 0);
+	assert_int_equal(lp_lost_below(h2->wal_end), 0);
+	fx_os = fx_os_libc;
+	return h2;
+}
+
 /*
  * W3: a help pass's barrier that fails (the flush of queued lazy records)
  * is published like a group barrier's: a handle opened after the error
@@ -1194,10 +1207,7 @@ static void failed_flush_published(void **state)
 	lp.fail = 1;
 	assert_int_equal(fstx_sync(h), -EIO);   /* the flush's barrier */
 	assert_int_equal(lp.failed, 1);
-	assert_int_equal(fstx_domain_open(d, &h2), 0);
-	assert_int_equal(tx_text_h(h2, lp_tx2), 0);
-	assert_int_equal(lp_lost_below(h2->wal_end), 0);
-	fx_os = fx_os_libc;
+	h2 = lp_next_commit(d);
 	fstx_domain_close(h);
 	fstx_domain_close(h2);
 	expect_prefix(d, "a", "QQQQQQ", 6); /* the lazy one was committed */
@@ -1286,10 +1296,7 @@ static void older_log_syncer(void **state)
 		assert_true(h->wal_salt != s1);
 		lp.fail = fails;
 		(void)fx_w_group_sync(hs, s1, s1end); /* the late syncer */
-		assert_int_equal(fstx_domain_open(d, &h2), 0);
-		assert_int_equal(tx_text_h(h2, lp_tx2), 0);
-		assert_int_equal(lp_lost_below(h2->wal_end), 0);
-		fx_os = fx_os_libc;
+		h2 = lp_next_commit(d);
 		fstx_domain_close(h);
 		fstx_domain_close(h2);
 		fstx_domain_close(hs);
