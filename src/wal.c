@@ -140,7 +140,9 @@
  *      would.  A lock holder that applies records it did not just sync
  *      itself (a help pass, a commit paying debts) takes its barrier
  *      through the group (fx_w_barrier()), so it waits for a group barrier
- *      under way and finds its failure published.  A syncer of a log a
+ *      under way and finds its failure published (a syncer stopped in its
+ *      barrier, SIGSTOP, then holds up such a lock holder as a stopped
+ *      lock holder holds up everyone).  A syncer of a log a
  *      checkpoint has replaced leaves the current log's notes as they are.
  *      Replay after power loss then skips the cancelled record and goes on
  *      past it (test_wal cancelled_stays_cancelled,
