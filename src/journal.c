@@ -1133,7 +1133,7 @@ out:
 static int undo_above(struct fstx_domain *d, const struct fx_step *s,
 		      struct fx_syncset *ss)
 {
-	struct stat st;
+	struct stat st, cur;
 	int r;
 
 	if (s->kind != FX_ST_MOVE)
@@ -1145,6 +1145,12 @@ static int undo_above(struct fstx_domain *d, const struct fx_step *s,
 		return 0;
 	if (r < 0)
 		return r;
+	/* its inode at dst, another object at src (the later steps undone
+	 * already): the step did not run; its object was at dst before the
+	 * transaction (an exchange, then a rename back) */
+	r = fx_lstat(d, s->src, &cur);
+	if (r == 0 && cur.st_ino != st.st_ino)
+		return 0;
 	return move_back(d, s, &st, ss);
 }
 

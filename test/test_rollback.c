@@ -466,10 +466,39 @@ static void failed_barrier_latches(void **state)
 	drop(d);
 }
 
+/*
+ * journal.c rule 3: a transaction that fails before its first step, whose
+ * later steps put an object back at the name it had (an exchange across
+ * directories, then a rename back), is rolled back: a step above the
+ * progress mark whose inode is at its destination while another object
+ * is at its source did not run.  (Found by fuzz_txtext: the rollback
+ * took the untouched tree for damage, -EUCLEAN, and left the journal
+ * hot.)
+ */
+static void failed_before_steps_that_return(void **state)
+{
+	char *before, *d = fresh(&before), *now;
+	fstx_domain *dom;
+	long r;
+
+	(void)state;
+	r = tx_text(d, "symlink hard ln\nrename b d/e/f exchange\n-rename b d/e/f\n", NULL);
+	assert_int_equal(r, -EEXIST); /* ln is there */
+	now = t_snapshot(d);
+	assert_string_equal(now, before);
+	free(now);
+	assert_int_equal(fstx_domain_open(d, &dom), 0);
+	assert_int_equal(fx_journal_hot(dom), 0);
+	fstx_domain_close(dom);
+	free(before);
+	drop(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(failed_barrier_latches),
+		cmocka_unit_test(failed_before_steps_that_return),
 		cmocka_unit_test(rollback_every_position),
 		cmocka_unit_test(error_injection),
 		cmocka_unit_test(oom_injection),
