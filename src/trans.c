@@ -718,7 +718,9 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 			break;
 		case BTRFS_IOC_UT_OP_SETXATTR:
 		case BTRFS_IOC_UT_OP_REMOVEXATTR:
+			/* "user." alone is no name (EINVAL): the undo way meets it */
 			if (strncmp(ARGP(op, 1), "user.", 5) || strlen(ARGP(op, 1)) > 255 ||
+			    !ARGP(op, 1)[5] ||
 			    (op->op == BTRFS_IOC_UT_OP_SETXATTR && a[3] > WAL_MAX_XATTR))
 				goto out;
 			if (fx_fs_probe(d) < 0 || !d->fs.xattr_user)

@@ -1188,6 +1188,29 @@ static fstx_domain *lp_next_commit(const char *d)
 }
 
 /*
+ * W1: an xattr named "user." alone is no name (the kernel says EINVAL), so
+ * a transaction that sets one does not take the log, where it would fail
+ * after the commit point with the other ops applied: the undo way meets
+ * the error first and changes nothing.  (Found by fuzz_txtext.)
+ */
+static void xattr_empty_name(void **state)
+{
+	char *d = t_fresh(), *before, *after;
+
+	(void)state;
+	t_write(d, "a", "aaaaaa", 6);
+	t_write(d, "b", "bbbbbb", 6);
+	before = t_snapshot(d);
+	assert_int_equal(tx_text(d, "open 0 b O_WRONLY\npwrite 0 \"XX\" 0\nclose 0\n"
+				    "setxattr a user. \"v\"\n", NULL), -EINVAL);
+	after = t_snapshot(d);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+	t_drop(d);
+}
+
+/*
  * W3: a help pass's barrier that fails (the flush of queued lazy records)
  * is published like a group barrier's: a handle opened after the error
  * (its barriers succeed) writes the lazy records' pages again before it
@@ -4030,6 +4053,7 @@ int main(void)
 		cmocka_unit_test(cancelled_stays_cancelled),
 		cmocka_unit_test(failed_barrier_rewritten),
 		cmocka_unit_test(failed_flush_published),
+		cmocka_unit_test(xattr_empty_name),
 		cmocka_unit_test(older_log_syncer),
 		cmocka_unit_test(helper_waits_failed_barrier),
 		cmocka_unit_test(names_one_barrier),
