@@ -29,7 +29,6 @@
  * during it stay until the next barrier ends, as do those that die in
  * here.
  *
- *
  * A barrier that fails (W3) publishes the range of the log it was to make
  * durable, [flo, fhi): its pages may now be clean in the page cache but not
  * on the disk (the kernel reports a failed write-back once per open file and

@@ -175,25 +175,35 @@ int fx_w_hint_drop(struct fstx_domain *d)
 	return r < 0 ? r : fx_w_write_all(d->walsync, &z, sizeof(z), S_HINT);
 }
 
+/* The hint in *h: 1 whole (its CRC holds; a hint being written by a lock
+ * holder does not), 0 not whole, -errno (-ENODATA: none yet). */
+static int hint_whole(struct fstx_domain *d, struct whint *h)
+{
+	uint32_t crc;
+	int r = fx_w_side_read(d, h, sizeof(*h), S_HINT);
+
+	if (r < 0)
+		return r;
+	crc = h->crc;
+	h->crc = 0;
+	return fx_crc32c(0, h, offsetof(struct whint, clean)) == crc;
+}
+
 /* 1 a valid hint of this boot in *h, 0 none, -errno. */
 static int hint_read(struct fstx_domain *d, struct whint *h)
 {
 	char boot[37];
-	uint32_t crc;
 	/* under the lock: no hint write is under way */
-	int r = fx_w_side_read(d, h, sizeof(*h), S_HINT);
+	int r = hint_whole(d, h), e;
 
 	if (r == -ENODATA)
 		return 0;
 	if (r < 0)
 		return r;
-	if ((r = epoch_id(d, boot)) < 0)
-		return r;
-	crc = h->crc;
-	h->crc = 0;
-	return fx_crc32c(0, h, offsetof(struct whint, clean)) == crc && h->salt &&
-	       h->end >= W_START && h->applied >= W_START && h->applied <= h->end &&
-	       !memcmp(h->boot, boot, sizeof(h->boot));
+	if ((e = epoch_id(d, boot)) < 0)
+		return e;
+	return r && h->salt && h->end >= W_START && h->applied >= W_START &&
+	       h->applied <= h->end && !memcmp(h->boot, boot, sizeof(h->boot));
 }
 
 /*
@@ -203,15 +213,8 @@ static int hint_read(struct fstx_domain *d, struct whint *h)
 void fx_w_hint_end(struct fstx_domain *d, uint64_t salt, uint64_t *end)
 {
 	struct whint h;
-	uint32_t crc;
 
-	/* the hint may be being written (by a lock holder): its CRC says */
-	if (fx_w_side_read(d, &h, sizeof(h), S_HINT) < 0)
-		return;
-	crc = h.crc;
-	h.crc = 0;
-	if (crc == fx_crc32c(0, &h, offsetof(struct whint, clean)) &&
-	    h.salt == salt && h.end > *end)
+	if (hint_whole(d, &h) > 0 && h.salt == salt && h.end > *end)
 		*end = h.end;
 }
 
@@ -220,13 +223,8 @@ void fx_w_hint_end(struct fstx_domain *d, uint64_t salt, uint64_t *end)
 uint64_t fx_w_hint_salt(struct fstx_domain *d)
 {
 	struct whint h;
-	uint32_t crc;
 
-	if (fx_w_side_read(d, &h, sizeof(h), S_HINT) < 0)
-		return 0;
-	crc = h.crc;
-	h.crc = 0;
-	return crc == fx_crc32c(0, &h, offsetof(struct whint, clean)) ? h.salt : 0;
+	return hint_whole(d, &h) > 0 ? h.salt : 0;
 }
 
 /*
