@@ -479,8 +479,9 @@ static int op_fails(const struct btrfs_ioctl_usertrans_op *op, uint64_t utflags,
 }
 
 /*
- * Rule W1 of wal.c: may this transaction go through the log?  Fills res
- * with every op's result, all predicted to succeed.
+ * Rule W1 of wal.c: may this transaction go through the log (wal_fit())?
+ * Fills res with every op's result, as predicted; or finds it predicted to
+ * fail at an op, every op before it one the log would take (fail_fast()).
  */
 #define WAL_MAX_XATTR 1024
 
@@ -664,8 +665,15 @@ static int xattr_as_needed(struct fstx_domain *d, const struct plan *P, size_t i
 	return op->args[4] == XATTR_CREATE ? !exists : op->args[4] == XATTR_REPLACE ? exists : 0;
 }
 
-static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertrans *ut,
-			const struct plan *P, int64_t *res)
+/* What wal_fit() finds a transaction to be. */
+enum wal_fit {
+	FIT_UNDO,  /* the undo way */
+	FIT_LOG,   /* the log's (W1) */
+	FIT_FAILS, /* predicted to fail at op *at, every op before it known */
+};
+
+static enum wal_fit wal_fit(struct fstx_domain *d, const struct btrfs_ioctl_usertrans *ut,
+			    const struct plan *P, int64_t *res, size_t *at)
 {
 	const struct btrfs_ioctl_usertrans_op *ops = P->ops;
 	/* per slot: 1 writable, 2 writable and new (never staged, W13);
@@ -674,10 +682,10 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 	uint8_t *live = fx_calloc(ut->num_fds ? ut->num_fds : 1, 1);
 	size_t *sop = fx_calloc(ut->num_fds ? ut->num_fds : 1, sizeof(*sop));
 	struct clone_facts cf = { 0 };
-	int ok = 0;
+	enum wal_fit fit = FIT_UNDO;
 	size_t i;
 
-	if (!wr || !live || !sop || !wal_steps_ok(P))
+	if (!wr || !live || !sop)
 		goto out;
 	for (i = 0; i < P->nops; i++) {
 		const struct btrfs_ioctl_usertrans_op *op = &ops[i];
@@ -688,9 +696,10 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 		 * prediction (fx_pop_dead(); the undo way's exec_op() alike) */
 		if (fx_pop_dead(P, i)) {
 			res[i] = P->pops[i].pred;
-			if (op_fails(op, ut->flags, res[i], op->rval) ||
-			    (op->op == BTRFS_IOC_UT_OP_OPEN && live[a[3]]))
-				goto out; /* (an open over a live slot: not followed) */
+			if (op->op == BTRFS_IOC_UT_OP_OPEN && live[a[3]])
+				goto out; /* an open over a live slot: not followed */
+			if (op_fails(op, ut->flags, res[i], op->rval))
+				goto fails;
 			continue;
 		}
 		res[i] = 0;
@@ -752,17 +761,24 @@ static int wal_eligible(struct fstx_domain *d, const struct btrfs_ioctl_usertran
 				goto out;
 		}
 		if (op_fails(op, ut->flags, res[i], op->rval))
-			goto out;
+			goto fails;
 	}
 	/* large data: the undo way writes it once (and clones before-images),
 	 * but what W13 stages and W22 writes whole is not logged */
-	ok = fx_wal_logged(d, P, ut->flags, NULL) <= fx_wal_big;
+	if (wal_steps_ok(P) && fx_wal_logged(d, P, ut->flags, NULL) <= fx_wal_big)
+		fit = FIT_LOG;
+	goto out;
+fails:
+	/* the ops before it as the log would take them, whatever their
+	 * name steps: none of them runs (fail_fast()) */
+	fit = FIT_FAILS;
+	*at = i;
 out:
 	free(wr);
 	free(live);
 	free(sop);
 	free(cf.chg);
-	return ok;
+	return fit;
 }
 
 #define FX_SPACE_TX 64
@@ -922,17 +938,54 @@ static long execute(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
  */
 int fx_wal_auto = 1;
 
-/* 1: not for the log; else the result of the log's commit. */
+/*
+ * A transaction predicted to fail at op `at` (a strict op predicted to
+ * fail, or a FAIL_ON condition that fires on a predicted result), every op
+ * before it one the log would take, changes nothing and costs no barrier:
+ * it returns op at's error (-ECANCELED for a condition on a result that
+ * is not an error), the ops up to it get their predicted results, and
+ * nothing runs.  The undo way would run the ops before it, meet the same
+ * prediction (exec_op() returns it) and roll back.
+ * The plan saw the tree without the records not yet applied: those of
+ * writers at their barrier or killed there, which have not returned (this
+ * transaction is ordered before them), and lazy ones, which make no names
+ * (W10), while every failure predicted is of names, kinds and slots
+ * (plan.c).  test_wal fail_fast; its differential against the undo way.
+ */
+static long fail_fast(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
+		      const int64_t *res, size_t at)
+{
+	struct btrfs_ioctl_usertrans_op *ops = (void *)(intptr_t)ut->ops_ptr;
+
+	for (size_t i = 0; i <= at; i++)
+		ops[i].rval = res[i];
+	ut->ops_completed = at;
+	d->failed_op = (long)at;
+	return res[at] < 0 ? res[at] : -ECANCELED;
+}
+
+/* 1: not for the log; else the result of the log's commit, or of
+ * fail_fast() (*failed set: nothing was written). */
 static long wal_path(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
-		     const struct plan *P)
+		     const struct plan *P, int *failed)
 {
 	int64_t *res = fx_malloc((P->nops ? P->nops : 1) * sizeof(*res));
+	size_t at = 0;
 	long r = 1;
 
 	if (!res)
 		return -ENOMEM;
-	if (wal_eligible(d, ut, P, res))
+	switch (wal_fit(d, ut, P, res, &at)) {
+	case FIT_LOG:
 		r = fx_wal_commit(d, ut, P, res);
+		break;
+	case FIT_FAILS:
+		r = fail_fast(d, ut, res, at);
+		*failed = 1;
+		break;
+	case FIT_UNDO:
+		break;
+	}
 	free(res);
 	return r;
 }
@@ -947,6 +1000,7 @@ static long wal_path(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
  *     RECOVERED --a compare op failed with lazy records queued:  |  |
  *                 apply them, plan again (once)--> RECOVERED        |  |
  *     PLANNED --log way (wal.c W1-W4: record, barrier, apply)--> LOGGED
+ *     PLANNED --predicted to fail (fail_fast())--> FAILED
  *     PLANNED --undo way: checkpoint, stage, journal (barrier 1)--> JOURNALED
  *     JOURNALED --mark 0 (journal.c rule 3)--> CHANGING
  *     PLANNED --nothing to undo (reads, compare ops)--> CHANGING
@@ -1024,7 +1078,7 @@ long fx_usertrans(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut)
 			  .nops = ut->num_ops, .nfds = ut->num_fds };
 	enum tx_phase ph = TX_START;
 	uint64_t bad;
-	int journaled, replanned = 0, queue_applied = 0;
+	int journaled, replanned = 0, queue_applied = 0, failed = 0;
 	long r;
 
 	d->failed_op = -1;
@@ -1068,7 +1122,9 @@ again:
 	d->nosync = !!(ut->flags & FSTX_UT_NOSYNC);
 	d->lazy = !!(ut->flags & FSTX_UT_LAZY);
 	if ((fx_wal_auto || (ut->flags & (FSTX_UT_WAL | FSTX_UT_LAZY))) &&
-	    (r = wal_path(d, ut, &P)) != 1) {
+	    (r = wal_path(d, ut, &P, &failed)) != 1) {
+		if (failed)
+			goto out; /* predicted to fail: nothing changed */
 		if (r != 2) {
 			tx_go(&ph, TX_LOGGED);
 			goto out;

@@ -57,7 +57,9 @@
  *      directories of the tree (W20), exchanges (W21), and clone ranges
  *      (W19).
  *      trans.c wal_steps_ok(), wal_stage.c fx_w_removal_declined(),
- *      fx_w_move_declined().
+ *      fx_w_move_declined().  A transaction predicted to fail (its ops
+ *      up to the failing one as this rule takes them) writes nothing
+ *      here: trans.c fail_fast() returns the error, no op runs.
  *      Each such change is a "set": the bytes, the size or the xattr value
  *      it leaves do not depend on what was there before; a new name is
  *      made only where no object was; a record moves a directory of the

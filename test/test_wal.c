@@ -135,7 +135,7 @@ static uint64_t wal_end_dir(const char *dir)
 
 static void same_as_undo(void **state)
 {
-	long eligible = 0;
+	long eligible = 0, failed_fast = 0;
 
 	(void)state;
 	for (size_t c = 0; c < ncx; c++) {
@@ -147,7 +147,10 @@ static void same_as_undo(void **state)
 		memset(r2, 0, sizeof(r2));
 		fx_wal_auto = 0; /* d1 the undo way: the log only by its option */
 		a = tx_run_pinned(d1, cx[c], NULL, NULL, r1);
+		fo_install(FO_COUNT, 0, 0);
 		b = tx_run_pinned(d2, w, NULL, NULL, r2);
+		failed_fast += b != 0 && fo.fdatasyncs == 0; /* no journal, no record */
+		fo_remove();
 		{
 			char *m, *l;
 			size_t len;
@@ -191,8 +194,9 @@ static void same_as_undo(void **state)
 		t_drop(d1);
 		t_drop(d2);
 	}
-	printf("wal differential: %zu corpus tx, %ld through the log, same results "
-	       "and trees; %d sequence tx, same trees\n", ncx, eligible, NSEQ);
+	printf("wal differential: %zu corpus tx, %ld through the log, %ld failed with "
+	       "nothing run, same results and trees; %d sequence tx, same trees\n", ncx,
+	       eligible, failed_fast, NSEQ);
 	assert_true(eligible > 0);
 }
 
@@ -3446,6 +3450,95 @@ static void help_applies_open_records_only(void **state)
 	t_drop(d);
 }
 
+/*
+ * A transaction predicted to fail (trans.c fail_fast()) changes nothing and
+ * makes no barrier, no rename and no write: its result, its failed op and
+ * the results up to it are the undo way's (a strict op predicted to fail,
+ * one after an allowed failure, a FAIL_ON condition through the seed ABI).
+ * Beside an open record that makes the name it fails on (its writer died
+ * at its barrier), it is ordered before that record, which the next
+ * transaction that makes a name applies.
+ */
+static void arm_barrier(void);
+
+static void fail_fast(void **state)
+{
+	static const char *const tx[] = {
+		"write n \"x\"\nunlink nothere\n",
+		"open 0 a O_WRONLY\npwrite 0 \"Z\" 0\nrename b b2\nmkdir empty\n",
+		"-unlink nothere\nsetxattr a user.q \"1\"\nlink old d/old2\nrmdir d\n",
+	};
+	__s64 want[64], got[64];
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(tx) / sizeof(tx[0]); k++) {
+		char *d1 = t_fresh(), *d2 = t_fresh(), *before = t_snapshot(d2), *after;
+		uint64_t done1 = 0, done2 = 0;
+		long r1, r2;
+
+		memset(want, 0x55, sizeof(want));
+		memset(got, 0x55, sizeof(got));
+		assert_int_equal(tx_text(d2, "assert-exists a\n", NULL), 0); /* .fstx/ */
+		fx_wal_auto = 0;
+		r1 = tx_run_pinned(d1, tx[k], &done1, NULL, want);
+		fx_wal_auto = 1;
+		fo_install(FO_COUNT, 0, 0);
+		r2 = tx_run_pinned(d2, tx[k], &done2, NULL, got);
+		assert_int_equal(fo.barriers, 0);
+		assert_int_equal(fo.renames, 0);
+		fo_remove();
+		assert_true(r1 < 0);
+		assert_int_equal(r2, r1);
+		assert_int_equal(done2, done1);
+		assert_memory_equal(got, want, sizeof(want));
+		after = t_snapshot(d2);
+		assert_string_equal(after, before);
+		assert_true(wal_end_dir(d2) <= 1024); /* no record */
+		free(after);
+		free(before);
+		t_drop(d1);
+		t_drop(d2);
+	}
+	{ /* the seed ABI: unlink's ENOENT where FAIL_ON_NE wants 0 */
+		char *d = t_fresh(), *before = t_snapshot(d), *after;
+		struct btrfs_ioctl_usertrans_op ops[2] = {
+			t_op(BTRFS_IOC_UT_OP_MKDIR, P("nd"), 0755, 0, 0, 0),
+			t_op(BTRFS_IOC_UT_OP_UNLINK, P("nothere"), 0, 0, 0, 0),
+		};
+		uint64_t done = 0;
+
+		assert_int_equal(tx_text(d, "assert-exists a\n", NULL), 0);
+		ops[1].flags = BTRFS_IOC_UT_OP_FLAG_FAIL_ON_NE;
+		ops[1].rval = 0;
+		fo_install(FO_COUNT, 0, 0);
+		assert_int_equal(t_run(d, ops, 2, 0, 0, &done), -ENOENT);
+		assert_int_equal(fo.barriers, 0);
+		fo_remove();
+		assert_int_equal(done, 1);
+		assert_int_equal(ops[1].rval, -ENOENT);
+		after = t_snapshot(d);
+		assert_string_equal(after, before);
+		free(after);
+		free(before);
+		t_drop(d);
+	}
+	{ /* a record that makes q, its writer killed at its barrier: this
+	   * transaction is ordered before it (nothing changes), and the
+	   * next one that makes a name applies it first */
+		char *d = t_fresh(), *q;
+
+		tx_dies_at(d, "write q \"Q\"\n", arm_barrier);
+		assert_true(asprintf(&q, "%s/q", d) > 0);
+		assert_int_equal(access(q, F_OK), -1); /* open: not applied */
+		assert_int_equal(tx_text(d, "write n \"x\"\nunlink q\n", NULL), -ENOENT);
+		assert_int_equal(access(q, F_OK), -1);
+		assert_int_equal(tx_text(d, "write r \"R\"\n", NULL), 0);
+		assert_int_equal(access(q, F_OK), 0);
+		free(q);
+		t_drop(d);
+	}
+}
+
 /* ---- group commit: the barrier under way ------------------------------ */
 
 static int gate_in[2], gate_go[2];
@@ -4070,6 +4163,7 @@ int main(void)
 		cmocka_unit_test(removexattr_log),
 		cmocka_unit_test(xattr_flags_log),
 		cmocka_unit_test(predicted_fail_log),
+		cmocka_unit_test(fail_fast),
 		cmocka_unit_test(new_file_linked),
 		cmocka_unit_test(big_logged),
 		cmocka_unit_test(lazy_xattr_reads),
