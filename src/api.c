@@ -143,14 +143,12 @@ void fstx_read_end(fstx_domain *d)
 		fx_unlock(d);
 }
 
-int fstx_status(fstx_domain *d, struct fstx_status *st)
+/* The journal's size and the wedge mark, read without the lock. */
+static int journal_state(fstx_domain *d, struct fstx_status *st)
 {
 	struct stat js;
 	int r;
 
-	if (!d || !st)
-		return -EINVAL;
-	memset(st, 0, sizeof(*st));
 	if ((r = fx_os.fstat(d->jfd, &js)) < 0)
 		return r;
 	st->hot = js.st_size > 0;
@@ -159,6 +157,26 @@ int fstx_status(fstx_domain *d, struct fstx_status *st)
 	if (r < 0)
 		return r;
 	st->wedged = r;
+	return 0;
+}
+
+int fx_needs_recover(fstx_domain *d)
+{
+	struct fstx_status st = { 0 };
+	int r = journal_state(d, &st);
+
+	return r < 0 ? r : st.hot || st.wedged || fx_wal_owed(d);
+}
+
+int fstx_status(fstx_domain *d, struct fstx_status *st)
+{
+	int r;
+
+	if (!d || !st)
+		return -EINVAL;
+	memset(st, 0, sizeof(*st));
+	if ((r = journal_state(d, st)) < 0)
+		return r;
 	st->block_size = d->fs.block_size;
 	snprintf(st->fs_type, sizeof(st->fs_type), "%s", fx_fs_name(d->fs.magic));
 	if (fx_lock(d) == 0) {

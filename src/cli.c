@@ -585,7 +585,6 @@ static void busy_msg(const struct opts *o, const char *dir, char *buf, size_t n)
 static void run_failed(struct run *R, fstx_domain *d, long ret, struct outcome *out)
 {
 	const struct fx_txt *t = &R->t;
-	struct fstx_status st;
 	char at[64], what[PATH_MAX * 2 + 64];
 	long f = d->failed_op;
 
@@ -603,7 +602,7 @@ static void run_failed(struct run *R, fstx_domain *d, long ret, struct outcome *
 	/* owed: the log's record was written, then its barrier or an
 	 * in-place change failed; the transaction may be committed: not
 	 * "nothing changed" (recovery finishes it or settles the disk) */
-	if (fstx_status(d, &st) == 0 && (st.hot || st.wedged || fx_wal_owed(d))) {
+	if (fx_needs_recover(d) > 0) {
 		out->status = "wedged";
 		out->ex = EX_WEDGED;
 		snprintf(out->msg, sizeof(out->msg), "%s: %s (%s); the domain needs "

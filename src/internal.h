@@ -122,6 +122,10 @@ void fx_domain_set_wait(struct fstx_domain *d, long ms,
 			void (*notice)(void *arg), void *arg);
 void fx_unlock(struct fstx_domain *d);
 int fx_is_wedged(struct fstx_domain *d);
+/* api.c: the journal hot, the domain wedged, or the log's last commit of
+ * this handle owed (wal.h fx_wal_owed()): 1, else 0 or -errno.  No lock,
+ * no probe: the CLI's report of a failure. */
+int fx_needs_recover(struct fstx_domain *d);
 int fx_wedge(struct fstx_domain *d);
 int fx_unwedge(struct fstx_domain *d);
 int fx_clean_scratch(struct fstx_domain *d);

@@ -315,6 +315,23 @@ T
 	[[ "$output" == *'"hot":false'* ]]
 }
 
+@test "run: a transaction predicted to fail runs nothing: exit 1, no barrier, no write" {
+	command -v strace >/dev/null || skip "strace missing"
+	"$FSTX" run "$D" - <<<'assert-exists a' # .fstx/ made
+	before=$(cd "$D" && find . -path ./.fstx -prune -o -printf '%p %s\n' | sort)
+	printf 'write n "new"\nunlink nothere\n' > "$TX/f.tx"
+	run --separate-stderr env ASAN_OPTIONS=detect_leaks=0 strace -f -y -o "$TX/f.trace" \
+		-e trace=fsync,fdatasync,syncfs,pwrite64,renameat2 "$FSTX" run "$D" "$TX/f.tx" --json
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'"status":"rolled_back"'* ]]
+	[[ "$output" == *'"errno":"ENOENT"'* ]]
+	# (the lock holder's side notes, .fstx/walsync, are not the tree)
+	run grep -v -e '+++ exited' -e '\.fstx/walsync>' "$TX/f.trace"
+	[ "$status" -eq 1 ]
+	[ ! -e "$D/n" ]
+	[ "$before" = "$(cd "$D" && find . -path ./.fstx -prune -o -printf '%p %s\n' | sort)" ]
+}
+
 @test "option wal: an in-place overwrite commits with one fdatasync; recover checkpoints" {
 	command -v strace >/dev/null || skip "strace missing"
 	printf 'option wal\nopen 0 a O_RDWR\npwrite 0 "ALPHA" 0\ntruncate old 2\n' > "$TX/w.tx"
