@@ -946,11 +946,16 @@ int fx_wal_auto = 1;
  * is not an error), the ops up to it get their predicted results, and
  * nothing runs.  The undo way would run the ops before it, meet the same
  * prediction (exec_op() returns it) and roll back.
- * The plan saw the tree without the records not yet applied: those of
- * writers at their barrier or killed there, which have not returned (this
- * transaction is ordered before them), and lazy ones, which make no names
- * (W10), while every failure predicted is of names, kinds and slots
- * (plan.c).  test_wal fail_fast; its differential against the undo way.
+ * Lazy records queued are applied first and the transaction planned again
+ * (wal_path()): a compare op or an xattr flag before the failing op read
+ * the tree.  Other records not yet applied are of writers at their
+ * barrier or killed there, which have not returned: this transaction is
+ * ordered before them.
+ * Where an op before the failing one would have failed when run, for a
+ * reason the planner does not predict (EPERM of an immutable file, EACCES,
+ * ENOSPC), the undo way reported that op and its error; this reports the
+ * first failure predicted.  Either way nothing changed.
+ * test_wal fail_fast; its differential against the undo way.
  */
 static long fail_fast(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		      const int64_t *res, size_t at)
@@ -964,8 +969,9 @@ static long fail_fast(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	return res[at] < 0 ? res[at] : -ECANCELED;
 }
 
-/* 1: not for the log; else the result of the log's commit, or of
- * fail_fast() (*failed set: nothing was written). */
+/* 1: not for the log; else the result of the log's commit (2: plan
+ * again), or of fail_fast() or the queue's application before it (*failed
+ * set: nothing of the transaction was written). */
 static long wal_path(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		     const struct plan *P, int *failed)
 {
@@ -980,8 +986,13 @@ static long wal_path(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		r = fx_wal_commit(d, ut, P, res);
 		break;
 	case FIT_FAILS:
-		r = fail_fast(d, ut, res, at);
-		*failed = 1;
+		/* the ops before it may have read the tree (compare ops, xattr
+		 * flags): not without the lazy records queued (W10) */
+		if ((r = fx_wal_pending(d)) > 0 && (r = fx_wal_recover_mode(d, 1)) >= 0)
+			r = 2; /* plan again */
+		else if (r == 0)
+			r = fail_fast(d, ut, res, at);
+		*failed = r != 2;
 		break;
 	case FIT_UNDO:
 		break;
