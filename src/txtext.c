@@ -1167,7 +1167,7 @@ static int import_dir(struct ps *p, int dfd, const char *src, const char *dst,
 
 	if (r < 0 && r != -ENOMEM)
 		r = perr(p, 1, "%s: %s", show(p, src, strlen(src)), strerror(-r));
-	if (r == 0)
+	if (r == 0 && ns.n) /* qsort() of no array is undefined */
 		qsort(ns.v, ns.n, sizeof(*ns.v), cmpname);
 	for (size_t k = 0; r == 0 && k < ns.n; k++)
 		r = import_one(p, dfd, src, ns.v[k], dst, depth);

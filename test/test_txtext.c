@@ -542,6 +542,14 @@ static void import_ops(void **state)
 	assert_string_equal(ARG_S(t, 13, 1), "dst/sub/l");
 	fx_txt_free(&t);
 
+	/* an empty directory: its mkdir alone (no sort of no names) */
+	assert_true(asprintf(&p, "%s/hollow", o) > 0);
+	assert_int_equal(mkdir(p, 0700), 0);
+	free(p);
+	assert_int_equal(fx_txt_parse("import hollow h\n", 16, fd, &t), 0);
+	assert_int_equal(t.nops, 1);
+	op_is(&t, 0, BTRFS_IOC_UT_OP_MKDIR, S(0, 0), 0700, 0, 0);
+	fx_txt_free(&t);
 	/* a FIFO in the tree is refused, named with its path */
 	assert_true(asprintf(&p, "%s/src/sub/fifo", o) > 0);
 	assert_int_equal(mkfifo(p, 0600), 0);
