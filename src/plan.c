@@ -858,6 +858,26 @@ static int plan_write(struct plan *P, int64_t idx, uint64_t off, uint64_t len)
 	return cap_range(P, s->cap, off, len);
 }
 
+/*
+ * The kernel's refusal of an xattr name whatever the file (fs/xattr.c): an
+ * empty name or one longer than XATTR_NAME_MAX is ERANGE, a namespace's
+ * prefix with nothing after it EINVAL.  Predicted, so that the undo way
+ * does not read a before-image under it (which failed the whole
+ * transaction, also for an op allowed to fail) and the log agrees.
+ */
+static int xattr_name_error(const char *name)
+{
+	static const char *const ns[] = { "user.", "trusted.", "security." };
+	size_t len = strlen(name);
+
+	if (len == 0 || len > 255)
+		return -ERANGE;
+	for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++)
+		if (!strcmp(name, ns[k]))
+			return -EINVAL;
+	return 0;
+}
+
 /* Path ops on data or xattrs: truncate, setxattr, removexattr. */
 static int plan_pathdata(struct plan *P, size_t i, struct pop *po)
 {
@@ -870,6 +890,8 @@ static int plan_pathdata(struct plan *P, size_t i, struct pop *po)
 	r = n.state == N_ABSENT ? -ENOENT : n.kind == K_OTHER ? -EPERM : 0;
 	if (!r && op->op == BTRFS_IOC_UT_OP_TRUNCATE && n.kind == K_DIR)
 		r = -EISDIR;
+	if (!r && op->op != BTRFS_IOC_UT_OP_TRUNCATE)
+		r = xattr_name_error(ARGP(op, 1));
 	if (!r)
 		po->obj = node_obj(&n);
 	if (r || n.state != N_INIT)
@@ -1073,6 +1095,7 @@ static int semantic(int r)
 	case ENOENT: case ENOTDIR: case EEXIST: case EISDIR: case ENOTEMPTY:
 	case EBUSY: case EINVAL: case EXDEV: case EPERM: case ELOOP:
 	case ENAMETOOLONG: case EACCES: case EBADF: /* a slot not open */
+	case ERANGE: /* an xattr name */
 		return 1;
 	}
 	return 0;
