@@ -163,7 +163,7 @@ uninstall:
 # its seed corpus in fuzz/corpus/, after replaying fuzz/regress/.
 FUZZ_CC ?= clang
 FUZZ_TIME ?= 60
-FUZZ_TARGETS := fuzz_txtext fuzz_abi fuzz_journal fuzz_wal fuzz_walsync fuzz_json
+FUZZ_TARGETS := fuzz_txtext fuzz_txdiff fuzz_abi fuzz_journal fuzz_wal fuzz_walsync fuzz_json
 FB := build-fuzz
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_FLAGS := -std=gnu11 $(WARN) -Wno-missing-prototypes -Iinclude -Isrc -Itest -g -O1 \

@@ -75,6 +75,35 @@ static char *fz_fresh_domain(void)
 	return t_snapshot(fz_dom);
 }
 
+/* @FILE, copy-in and import may only read beneath the outside tree while
+ * parsing (fz_parse_text()). */
+static int fz_in_parse;
+
+static inline int fz_beneath_openat2(int dirfd, const char *p, int flags, mode_t mode,
+				     uint64_t resolve)
+{
+	if (fz_in_parse)
+		resolve |= 0x08 | 0x02; /* RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS */
+	return fx_os_libc.openat2(dirfd, p, flags, mode, resolve);
+}
+
+/* Parse an input as transaction text, its files read beneath the outside
+ * tree: fx_txt_parse_named()'s result, t to be freed either way. */
+static inline int fz_parse_text(const unsigned char *data, size_t size, struct fx_txt *t)
+{
+	int basefd, r;
+
+	fx_os.openat2 = fz_beneath_openat2;
+	basefd = open(fz_out, O_RDONLY | O_DIRECTORY); /* @FILE reads here */
+	fz_in_parse = 1;
+	memset(t, 0, sizeof(*t));
+	t->stdin_taken = 1; /* "@-" must not wait on the fuzzer's stdin */
+	r = fx_txt_parse_named((const char *)data, size, basefd, "fuzz", t);
+	fz_in_parse = 0;
+	close(basefd);
+	return r;
+}
+
 /* Parse text (it must parse) and run it on the fuzzed domain. */
 static inline long fz_run_text(const char *text)
 {

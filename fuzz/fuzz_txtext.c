@@ -10,34 +10,16 @@
  */
 #include "common.h"
 
-/* @FILE may only read beneath the (empty) base directory while parsing. */
-static int in_parse;
-
-static int beneath_openat2(int dirfd, const char *p, int flags, mode_t mode,
-			   uint64_t resolve)
-{
-	if (in_parse)
-		resolve |= 0x08 | 0x02; /* RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS */
-	return fx_os_libc.openat2(dirfd, p, flags, mode, resolve);
-}
-
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
 	struct btrfs_ioctl_usertrans ut = { 0 };
 	struct fx_txt t;
 	uint64_t bad;
-	int basefd, r;
+	int r;
 
 	fz_setup();
-	fx_os.openat2 = beneath_openat2;
-	basefd = open(fz_out, O_RDONLY | O_DIRECTORY); /* @FILE reads here */
-	in_parse = 1;
-	memset(&t, 0, sizeof(t));
-	t.stdin_taken = 1; /* "@-" must not wait on the fuzzer's stdin */
-	r = fx_txt_parse_named((const char *)data, size, basefd, "fuzz", &t);
-	in_parse = 0;
-	close(basefd);
+	r = fz_parse_text(data, size, &t);
 	if (r < 0) {
 		char head[64];
 
