@@ -3484,7 +3484,7 @@ static void help_applies_open_records_only(void **state)
  * A transaction predicted to fail (trans.c fail_fast()) changes nothing and
  * makes no barrier, no rename and no write: its result, its failed op and
  * the results up to it are the undo way's (a strict op predicted to fail,
- * one after an allowed failure, a FAIL_ON condition through the seed ABI).
+ * one after an allowed failure, a FAIL_ON condition through the RFC's ABI).
  * Beside an open record that makes the name it fails on (its writer died
  * at its barrier), it is ordered before that record, which the next
  * transaction that makes a name applies.
@@ -3588,7 +3588,7 @@ static void fail_fast(void **state)
 		t_drop(d1);
 		t_drop(d2);
 	}
-	{ /* the seed ABI: unlink's ENOENT where FAIL_ON_NE wants 0 */
+	{ /* the RFC's ABI: unlink's ENOENT where FAIL_ON_NE wants 0 */
 		char *d = t_fresh(), *before = t_snapshot(d), *after;
 		struct btrfs_ioctl_usertrans_op ops[2] = {
 			t_op(BTRFS_IOC_UT_OP_MKDIR, P("nd"), 0755, 0, 0, 0),
