@@ -628,7 +628,8 @@ static int clone_ok(const struct plan *P, const struct btrfs_ioctl_usertrans_op 
  * fail (ENODATA, EEXIST) must take the undo way, which meets the error.
  * The last op of the transaction before it on the same object and name
  * says; else the object in the tree, when it is still at the op's path
- * (a new object has none).  1 as needed, 0 not (or not known), -errno.
+ * (a new object has none).  1 as needed, 0 not (the op fails: ENODATA, or
+ * EEXIST for a create), -errno not known.
  */
 static int xattr_as_needed(struct fstx_domain *d, const struct plan *P, size_t i)
 {
@@ -650,14 +651,14 @@ static int xattr_as_needed(struct fstx_domain *d, const struct plan *P, size_t i
 		exists = 0; /* made by the transaction, with no such xattr yet */
 	if (exists < 0) {
 		if ((fd = fx_open(d, P->pops[i].cpath, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0)) < 0)
-			return fd == -ENOENT || fd == -ELOOP ? 0 : fd;
+			return fd; /* ENOENT, ELOOP: another path to it */
 		if ((got = fx_os.fstat(fd, &st)) == 0 && (int64_t)st.st_ino == obj)
 			got = fx_os.fgetxattr(fd, name, NULL, 0);
 		else if (got == 0)
 			got = -ESTALE; /* renamed by the transaction: not looked for */
 		fx_os.close(fd);
 		if (got < 0 && got != -ENODATA)
-			return got == -ESTALE ? 0 : (int)got;
+			return (int)got;
 		exists = got >= 0;
 	}
 	if (op->op == BTRFS_IOC_UT_OP_REMOVEXATTR)
@@ -734,10 +735,23 @@ static enum wal_fit wal_fit(struct fstx_domain *d, const struct btrfs_ioctl_user
 				goto out;
 			if (fx_fs_probe(d) < 0 || !d->fs.xattr_user)
 				goto out;
-			/* flags, or a removal: only where it finds what it needs */
-			if ((op->op == BTRFS_IOC_UT_OP_REMOVEXATTR || a[4]) &&
-			    xattr_as_needed(d, P, i) <= 0)
-				goto out;
+			/* flags, or a removal: only where it finds what it needs;
+			 * where it does not, the op fails with the error found,
+			 * as the first failure of a transaction predicted to
+			 * fail (fail_fast()) or the undo way's */
+			if (op->op == BTRFS_IOC_UT_OP_REMOVEXATTR || a[4]) {
+				int as = xattr_as_needed(d, P, i);
+
+				if (as < 0)
+					goto out;
+				if (as == 0) {
+					res[i] = op->op == BTRFS_IOC_UT_OP_SETXATTR &&
+						 a[4] == XATTR_CREATE ? -EEXIST : -ENODATA;
+					if (op_fails(op, ut->flags, res[i], op->rval))
+						goto fails;
+					goto out;
+				}
+			}
 			break;
 		case BTRFS_IOC_UT_OP_CLONERANGE: /* staged from its source (wal.c W19) */
 			if (!live[a[0]] || !live[a[1]] || !wr[a[0]] || wr[a[1]] ||

@@ -3557,6 +3557,9 @@ static void fail_fast(void **state)
 		"write n \"x\"\nunlink nothere\n",
 		"open 0 a O_WRONLY\npwrite 0 \"Z\" 0\nrename b b2\nmkdir empty\n",
 		"-unlink nothere\nsetxattr a user.q \"1\"\nlink old d/old2\nrmdir d\n",
+		/* an xattr op that finds its xattr not as it needs: ENODATA, EEXIST */
+		"open 0 a O_WRONLY\npwrite 0 \"Z\" 0\nremovexattr a user.none\n",
+		"write n \"x\"\nsetxattr a user.k \"x\" create\n",
 	};
 	__s64 want[64], got[64];
 
