@@ -2387,7 +2387,8 @@ static void removexattr_log(void **state)
  * transaction left it; a new file has none): one barrier, the undo way's
  * tree, replayed twice the same.  One that would fail (a removal of a
  * missing xattr, create over an existing one, replace of a missing one)
- * takes the undo way and fails as it does there, nothing changed.
+ * fails as it does the undo way (with nothing run: trans.c fail_fast()),
+ * nothing changed.
  */
 static void xattr_flags_log(void **state)
 {
