@@ -625,7 +625,8 @@ static int clone_ok(const struct plan *P, const struct btrfs_ioctl_usertrans_op 
  * Does xattr op i (a removexattr, or a setxattr with XATTR_CREATE or
  * XATTR_REPLACE) find its xattr as it needs?  The log applies it as a set
  * or a removal that succeeds either way (wal.c W1), so one that would
- * fail (ENODATA, EEXIST) must take the undo way, which meets the error.
+ * fail (ENODATA, EEXIST) must not reach it: wal_fit() makes it the
+ * transaction's predicted failure, or a dead op where it may fail.
  * The last op of the transaction before it on the same object and name
  * says; else the object in the tree, when it is still at the op's path
  * (a new object has none).  1 as needed, 0 not (the op fails: ENODATA, or
@@ -674,7 +675,7 @@ enum wal_fit {
 };
 
 static enum wal_fit wal_fit(struct fstx_domain *d, const struct btrfs_ioctl_usertrans *ut,
-			    const struct plan *P, int64_t *res, size_t *at)
+			    struct plan *P, int64_t *res, size_t *at)
 {
 	const struct btrfs_ioctl_usertrans_op *ops = P->ops;
 	/* per slot: 1 writable, 2 writable and new (never staged, W13);
@@ -749,7 +750,11 @@ static enum wal_fit wal_fit(struct fstx_domain *d, const struct btrfs_ioctl_user
 						 a[4] == XATTR_CREATE ? -EEXIST : -ENODATA;
 					if (op_fails(op, ut->flags, res[i], op->rval))
 						goto fails;
-					goto out;
+					/* allowed to fail: a dead op from here
+					 * on (the log and the undo way alike);
+					 * a plan made again forgets it */
+					P->pops[i].pred = (int)res[i];
+					continue;
 				}
 			}
 			break;
@@ -987,7 +992,7 @@ static long fail_fast(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
  * again), or of fail_fast() or the queue's application before it (*failed
  * set: nothing of the transaction was written). */
 static long wal_path(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
-		     const struct plan *P, int *failed)
+		     struct plan *P, int *failed)
 {
 	int64_t *res = fx_malloc((P->nops ? P->nops : 1) * sizeof(*res));
 	size_t at = 0;

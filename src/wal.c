@@ -50,8 +50,10 @@
  *      or a setxattr with XATTR_CREATE or XATTR_REPLACE, only where the
  *      xattr is as it needs (as an earlier op of the transaction left it,
  *      else as the tree has it; logged as a set or removal, which succeed
- *      either way), so one that would fail meets its error the undo way
- *      (trans.c xattr_as_needed(); test_wal xattr_flags_log);
+ *      either way); one that would fail fails the transaction if it is
+ *      strict (fail_fast() below), else it is a dead op with ENODATA or
+ *      EEXIST, as the planner's are (trans.c xattr_as_needed(); test_wal
+ *      xattr_flags_log, predicted_fail_log);
  *      and renames of and hard links to files and symlinks of the tree
  *      (W15, W16), renames of the new directories it makes (W18) and of
  *      directories of the tree (W20), exchanges (W21), and clone ranges

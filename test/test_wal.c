@@ -2457,6 +2457,13 @@ static void predicted_fail_log(void **state)
 		"-open 0 missing O_WRONLY\n-pwrite 0 \"x\" 0\nopen 1 a O_WRONLY\npwrite 1 \"Y\" 0\n",
 		"-open 0 missing O_RDONLY\nopen 1 n O_RDWR|O_CREAT\n-clonerange 1 0 0 5 0\n"
 		"pwrite 1 \"n\" 0\n",
+		/* xattr ops that find their xattr not as they need: ENODATA,
+		 * EEXIST (trans.c xattr_as_needed()), the later ops still run */
+		"-removexattr a user.none\nopen 0 a O_WRONLY\npwrite 0 \"X\" 0\n",
+		"-setxattr a user.k \"c\" create\n-setxattr b user.z \"r\" replace\n"
+		"setxattr b user.z \"set\"\n-setxattr b user.z \"c\" create\n",
+		"-removexattr a user.k\n-removexattr a user.k\nsetxattr a user.j \"1\"\n",
+		"open 0 n O_WRONLY|O_CREAT\n-removexattr n user.x\npwrite 0 \"n\" 0\n",
 	};
 	__s64 want[64], got[64];
 
@@ -2475,7 +2482,13 @@ static void predicted_fail_log(void **state)
 		assert_int_equal(tx_run_pinned(d, tx[k], NULL, NULL, got), 0);
 		for (size_t i = 0; i < 8; i++)
 			assert_int_equal(got[i], want[i]);
-		assert_true(want[0] < 0); /* the first op failed */
+		{
+			size_t i = 0;
+
+			while (i < 8 && want[i] >= 0)
+				i++;
+			assert_true(i < 8); /* an op failed, and the transaction not */
+		}
 		t_drop(d);
 	}
 	{
