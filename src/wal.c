@@ -36,7 +36,8 @@
  *      symlinks (either may then be renamed, also over an old one), new
  *      directories (mkdir), and removals (unlink, or the old file a rename
  *      replaces) of objects of the tree that are not directories and
- *      that it does not write (one with other names too: W17), and of
+ *      that it does not write (one with other names too, also written
+ *      by a name it keeps: W17), and of
  *      directories the plan finds empty (rmdir; the one that removes a
  *      directory is named .fstx/wnew/SALT-OFFSET-STEP-x, which a checkpoint
  *      removes alone: a file another process put in it stays, domain.c
@@ -387,7 +388,11 @@
  *      fx_w_gone_later()) or finish a rename (W15), no longer means it is
  *      gone: a transaction that removes such a name checkpoints first when
  *      a record of the log names the object (moves_first()), as a rename
- *      does, so no record before its own names it.  test_wal
+ *      does, so no record before its own names it.  Such an object may
+ *      be written, truncated and have its xattrs changed in the same
+ *      transaction by a name it keeps (one no removal of the transaction
+ *      takes, with no directory of the tree renamed, W20): those entries
+ *      name it there (wal_stage.c writes_kept_name()).  test_wal
  *      names_unlink_linked.
  *
  * W18. A new directory may be renamed by the transaction that makes it

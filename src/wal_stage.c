@@ -447,14 +447,35 @@ static int reads_only(const struct btrfs_ioctl_usertrans_op *op)
 }
 
 /*
+ * May op i, which changes the object that removal nm[k] takes a name of,
+ * do so by another name (W17)?  Only where the object keeps a name, the
+ * op names it by a path no removal of the transaction takes, and no
+ * directory of the tree is renamed (W20 would name it under a new path).
+ */
+static int writes_kept_name(const struct plan *P, size_t i, const struct wname *nm,
+			    size_t nnm, size_t k)
+{
+	const char *p = P->pops[i].cpath;
+
+	if (!nm[k].keeps || !p)
+		return 0;
+	for (size_t j = 0; j < nnm; j++)
+		if ((nm[j].kind == W_UNLINK && !strcmp(nm[j].path, p)) ||
+		    (nm[j].kind == W_MOVE && nm[j].mode == S_IFDIR))
+			return 0;
+	return 1;
+}
+
+/*
  * Removals the log does not take (W1): of an object the transaction also
- * writes (reading it, as a clone's source, is fine); a directory other
- * than by rmdir (the plan found it empty, or emptied by the transaction's
- * earlier removals).  1: take the undo way.
+ * writes (reading it, as a clone's source, is fine), unless by a name it
+ * keeps (writes_kept_name()); a directory other than by rmdir (the plan
+ * found it empty, or emptied by the transaction's earlier removals).
+ * 1: take the undo way.
  * A file or symlink that keeps a name the transaction does not remove
  * is unlinked after the barrier, not kept in .fstx/wnew/ (its link count
  * is then the undo way's; moves_first() made sure no earlier record
- * names it, W17).
+ * names it, W17); the entries of its changes name it by the name it keeps.
  */
 int fx_w_removal_declined(struct fstx_domain *d, const struct plan *P,
 			   const uint64_t *ino, struct wname *nm, size_t nnm)
@@ -468,12 +489,13 @@ int fx_w_removal_declined(struct fstx_domain *d, const struct plan *P,
 		if (fx_lstat(d, nm[k].path, &st) < 0 || (uint64_t)st.st_ino != nm[k].ino ||
 		    (P->ops[nm[k].op].op == BTRFS_IOC_UT_OP_RMDIR) != !!S_ISDIR(st.st_mode))
 			return 1;
-		for (size_t i = 0; i < P->nops; i++)
-			if (ino[i] == nm[k].ino && !reads_only(&P->ops[i]))
-				return 1;
 		for (size_t j = 0; j < nnm; j++) /* W17: names it removes */
 			gone += nm[j].kind == W_UNLINK && nm[j].ino == nm[k].ino;
 		nm[k].keeps = !S_ISDIR(st.st_mode) && st.st_nlink > gone;
+		for (size_t i = 0; i < P->nops; i++)
+			if (ino[i] == nm[k].ino && !reads_only(&P->ops[i]) &&
+			    !writes_kept_name(P, i, nm, nnm, k))
+				return 1;
 	}
 	return 0;
 }

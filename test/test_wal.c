@@ -3057,6 +3057,34 @@ static void names_unlink_linked(void **state)
 	replay_twice(d, want);
 	free(want);
 	t_drop(d);
+	/* a file written by a name it keeps while another name goes (one a
+	 * new file is renamed over); replay with the removal lost, and with
+	 * the data lost in place, the same */
+	for (size_t k = 0; k < 2; k++) {
+		static const char *const wtx[] = {
+			"open 0 a O_WRONLY|O_TRUNC\npwrite 0 \"kept\" 0\nclose 0\n"
+			"open 1 t O_WRONLY|O_CREAT\npwrite 1 \"t\" 0\nclose 1\nrename t a.h\n",
+			"unlink d/c\ntruncate d/c.h 2\nsetxattr d/c.h user.w \"1\"\n",
+		};
+
+		want = undo_after_in(linked_fresh(), wtx[k]);
+		d = log_one_barrier_in(linked_fresh(), wtx[k]);
+		got = t_snapshot(d);
+		assert_string_equal(got, want);
+		free(got);
+		if (k == 0)
+			truncate_rel(d, "a", 0); /* the data lost in place */
+		else
+			link_rel(d, "d/c.h", "d/c"); /* the removal lost */
+		replay_twice(d, want);
+		free(want);
+		t_drop(d);
+	}
+	/* by the name it removes: the undo way */
+	d = linked_fresh();
+	assert_int_equal(tx_text(d, "open 0 a O_WRONLY\npwrite 0 \"x\" 0\nunlink a\n", NULL), 0);
+	assert_int_equal(wal_end_dir(d), 1024);
+	t_drop(d);
 	d = log_one_barrier("link a a.h\nopen 0 a O_WRONLY\npwrite 0 \"first\" 0\n");
 	salt = wal_salt(d);
 	fo_install(FO_COUNT, 0, 0);
