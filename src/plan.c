@@ -859,23 +859,43 @@ static int plan_write(struct plan *P, int64_t idx, uint64_t off, uint64_t len)
 }
 
 /*
- * The kernel's refusal of an xattr name whatever the file (fs/xattr.c): an
- * empty name or one longer than XATTR_NAME_MAX is ERANGE, a namespace's
- * prefix with nothing after it EINVAL.  Predicted, so that the undo way
- * does not read a before-image under it (which failed the whole
- * transaction, also for an op allowed to fail) and the log agrees.
+ * The kernel's refusal of an xattr name (fs/xattr.c): an empty name or one
+ * longer than XATTR_NAME_MAX is ERANGE, whatever the file; a namespace's
+ * prefix with nothing after it is refused by every handler, but only
+ * after the permission checks, so the caller gets EPERM (trusted. or
+ * security. without CAP_SYS_ADMIN, an immutable file) or EACCES (user. on
+ * a file it may not write) before EINVAL.  The kernel is asked: a removal
+ * of that same bare name, which no handler can carry out, from the file
+ * of the tree (for a new object, trusted. and security. from the domain's
+ * root, whose answer depends on the caller's capability only, and user.
+ * EINVAL: the caller owns it).  Predicted, so that the undo way does not
+ * read a before-image under it (which failed the whole transaction, also
+ * for an op allowed to fail) and the log agrees.  cli.bats "run without
+ * privilege".
  */
-static int xattr_name_error(const char *name)
+static int xattr_name_error(struct plan *P, const char *name, const struct node *n)
 {
 	static const char *const ns[] = { "user.", "trusted.", "security." };
-	size_t len = strlen(name);
+	size_t len = strlen(name), k;
+	int fd, r = -EINVAL;
 
 	if (len == 0 || len > 255)
 		return -ERANGE;
-	for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++)
-		if (!strcmp(name, ns[k]))
-			return -EINVAL;
-	return 0;
+	for (k = 0; k < sizeof(ns) / sizeof(ns[0]) && strcmp(name, ns[k]); k++)
+		;
+	if (k == sizeof(ns) / sizeof(ns[0]))
+		return 0;
+	if (n->state == N_INIT)
+		fd = fx_open(P->d, n->ipath, O_RDONLY | O_NONBLOCK | O_NOFOLLOW, 0);
+	else if (k > 0)
+		fd = fx_open(P->d, "", O_RDONLY | O_DIRECTORY, 0);
+	else
+		return -EINVAL;
+	if (fd >= 0) {
+		r = fx_os.fremovexattr(fd, name);
+		fx_os.close(fd);
+	}
+	return r == -EPERM || r == -EACCES ? r : -EINVAL;
 }
 
 /* Path ops on data or xattrs: truncate, setxattr, removexattr. */
@@ -891,7 +911,7 @@ static int plan_pathdata(struct plan *P, size_t i, struct pop *po)
 	if (!r && op->op == BTRFS_IOC_UT_OP_TRUNCATE && n.kind == K_DIR)
 		r = -EISDIR;
 	if (!r && op->op != BTRFS_IOC_UT_OP_TRUNCATE)
-		r = xattr_name_error(ARGP(op, 1));
+		r = xattr_name_error(P, ARGP(op, 1), &n);
 	if (!r)
 		po->obj = node_obj(&n);
 	if (r || n.state != N_INIT)

@@ -332,6 +332,36 @@ T
 	[ "$before" = "$(cd "$D" && find . -path ./.fstx -prune -o -printf '%p %s\n' | sort)" ]
 }
 
+@test "run without privilege: a bare xattr namespace fails as the kernel says (EPERM, EACCES, EINVAL)" {
+	command -v setpriv >/dev/null || skip "setpriv missing"
+	[ "$(id -u)" -eq 0 ] || skip "needs root to switch to an unprivileged user"
+	printf 'ro\n' > "$D/ro"
+	chown -R 65534:65534 "$D"
+	chown 0:0 "$D/ro"
+	chmod 755 "$D" "$TX"
+	# (a copy the user may run wherever the tree was checked out)
+	cp "$FSTX" "$TX/fstx"
+	chmod 755 "$TX/fstx"
+	nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$@"; }
+	printf -- '-setxattr a trusted. "x"\n-removexattr a security.\n-setxattr ro user. "x"\n' > "$TX/x.tx"
+	printf -- '-removexattr a user.\nwrite n "new"\n-setxattr n trusted. "x"\n-removexattr n user.\n' >> "$TX/x.tx"
+	chmod 644 "$TX/x.tx"
+	run nobody "$TX/fstx" run "$D" "$TX/x.tx" --json
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"status":"committed"'*'"results":[-1,-1,-13,-22,0,3,0,-1,-22]}' ]]
+	[ "$(cat "$D/n")" = "new" ]
+	printf 'write a "changed"\nsetxattr a trusted. "x"\n' > "$TX/s.tx"
+	chmod 644 "$TX/s.tx"
+	run nobody "$TX/fstx" run "$D" "$TX/s.tx" --json
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'"errno":"EPERM"'* ]]
+	[ "$(cat "$D/a")" = "alpha" ]
+	# with the privilege, the kernel's EINVAL
+	run "$FSTX" run "$D" "$TX/s.tx" --json
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'"errno":"EINVAL"'* ]]
+}
+
 @test "option wal: an in-place overwrite commits with one fdatasync; recover checkpoints" {
 	command -v strace >/dev/null || skip "strace missing"
 	printf 'option wal\nopen 0 a O_RDWR\npwrite 0 "ALPHA" 0\ntruncate old 2\n' > "$TX/w.tx"
