@@ -988,6 +988,20 @@ static long fail_fast(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	return res[at] < 0 ? res[at] : -ECANCELED;
 }
 
+/*
+ * The lazy records queued (wal.c W10; recover.c leaves them at a
+ * transaction's start) applied, for a plan that read the tree without
+ * them: 1 applied (plan again), 0 none queued, -errno.
+ */
+static int apply_queue(struct fstx_domain *d)
+{
+	int r = fx_wal_pending(d);
+
+	if (r > 0 && (r = fx_wal_recover_mode(d, 1)) >= 0)
+		r = 1;
+	return r;
+}
+
 /* 1: not for the log; else the result of the log's commit (2: plan
  * again), or of fail_fast() or the queue's application before it (*failed
  * set: nothing of the transaction was written). */
@@ -1007,10 +1021,8 @@ static long wal_path(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	case FIT_FAILS:
 		/* the ops before it may have read the tree (compare ops, xattr
 		 * flags): not without the lazy records queued (W10) */
-		if ((r = fx_wal_pending(d)) > 0 && (r = fx_wal_recover_mode(d, 1)) >= 0)
-			r = 2; /* plan again */
-		else if (r == 0)
-			r = fail_fast(d, ut, res, at);
+		r = apply_queue(d);
+		r = r > 0 ? 2 : r == 0 ? fail_fast(d, ut, res, at) : r;
 		*failed = r != 2;
 		break;
 	case FIT_UNDO:
@@ -1130,11 +1142,9 @@ again:
 	tx_go(&ph, TX_RECOVERED);
 	if ((r = fx_plan_build(&P)) < 0) {
 		/* a compare op judged a tree without the lazy records queued
-		 * before it (wal.c W10, recover.c leaves them at a start):
-		 * apply them and judge again */
-		if (r == -ECANCELED && !queue_applied && fx_wal_pending(d) > 0) {
-			queue_applied = 1;
-			if ((r = fx_wal_recover_mode(d, 1)) < 0)
+		 * before it: apply them and judge again */
+		if (r == -ECANCELED && !queue_applied && (queue_applied = apply_queue(d)) != 0) {
+			if ((r = queue_applied) < 0)
 				goto out;
 			replan(d, ut, &P);
 			goto again;
