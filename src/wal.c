@@ -1272,8 +1272,10 @@ static int conflicts_read(struct fstx_domain *d, const uint64_t *set, size_t n)
 			continue;
 		end = p + h.len;
 		for (uint32_t k = 0; k < h.nent; k++) {
-			if (end - p < sizeof(e) || fx_w_read_all(d->wal, &e, sizeof(e), p) < 0)
+			if (end - p < sizeof(e))
 				return -EUCLEAN;
+			if ((r = fx_w_read_all(d->wal, &e, sizeof(e), p)) < 0)
+				return r == -ENODATA ? -EUCLEAN : r; /* EIO is not damage */
 			if (W_IS_NAME(e.kind) || ent_in(&e, set, n))
 				return 1;
 			if ((p = fx_w_ent_next(p, end, &e)) > end)

@@ -341,8 +341,10 @@ int fx_w_each_entry(struct fstx_domain *d, uint64_t from, uint64_t to, int state
 		for (uint32_t k = 0; k < h.nent && r == 0; k++) {
 			struct went e;
 
-			if (end - p < sizeof(e) || fx_w_read_all(d->wal, &e, sizeof(e), p) < 0)
+			if (end - p < sizeof(e))
 				return -EUCLEAN;
+			if ((r = fx_w_read_all(d->wal, &e, sizeof(e), p)) < 0)
+				return r == -ENODATA ? -EUCLEAN : r; /* EIO is not damage */
 			r = fn(arg, off, &e);
 			if ((p = fx_w_ent_next(p, end, &e)) > end)
 				return -EUCLEAN;
@@ -756,6 +758,15 @@ static int visit_fd(struct fstx_domain *d, const struct went *e,
 	return v->fd;
 }
 
+/* Read n bytes of the log at `at`: 0, -EUCLEAN short of them (damage),
+ * else the read's error (EIO is not damage). */
+static int rd_log(struct fstx_domain *d, void *b, size_t n, uint64_t at)
+{
+	int r = fx_w_read_all(d->wal, b, n, at);
+
+	return r == -ENODATA ? -EUCLEAN : r;
+}
+
 /* Call v->fn for each entry of the valid record at off, read from the
  * log (any size); stops at the first error, -EUCLEAN for a bad entry. */
 int fx_w_rec_walk(struct fstx_domain *d, uint64_t off, const struct wrec *h,
@@ -772,16 +783,17 @@ int fx_w_rec_walk(struct fstx_domain *d, uint64_t off, const struct wrec *h,
 		uint64_t data;
 
 		r = -EUCLEAN;
-		if (end - p < sizeof(e) ||
-		    fx_w_read_all(d->wal, &e, sizeof(e), p) < 0)
+		if (end - p < sizeof(e) || (r = rd_log(d, &e, sizeof(e), p)) < 0)
 			break;
+		r = -EUCLEAN;
 		p += sizeof(e);
 		if (e.plen >= PATH_MAX || e.nlen > W_NAME_MAX ||
 		    end - p < (uint64_t)e.plen + e.nlen)
 			break;
-		if (fx_w_read_all(d->wal, path, e.plen, p) < 0 ||
-		    fx_w_read_all(d->wal, name, e.nlen, p + e.plen) < 0)
+		if ((r = rd_log(d, path, e.plen, p)) < 0 ||
+		    (r = rd_log(d, name, e.nlen, p + e.plen)) < 0)
 			break;
+		r = -EUCLEAN;
 		if (memchr(path, 0, e.plen))
 			break;
 		path[e.plen] = 0;
