@@ -167,8 +167,9 @@
  *      or LAZY) from APPLIED on, in log order, under the busy word; then
  *      APPLIED = END and busy cleared.  A help pass skips a change that a
  *      later record of the pass overwrites whole (coalescing, see
- *      fx_w_help()).  A transaction that would touch (change or assert on)
- *      an inode that an open record changes, or that finds an open record
+ *      fx_w_help()).  A transaction that would touch (change or assert on,
+ *      or read as an xattr op it made dead does, trans.c wal_fit(); test_wal
+ *      dead_xattr_conflict) an inode that an open record changes, or that finds an open record
  *      making a name (its plan saw the name absent), first helps, and plans again
  *      (the check reads the records from APPLIED to END, and their state
  *      words, in two reads when they span at most fx_wal_window bytes).
@@ -1576,6 +1577,14 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 			cset[n + nnm + k] = nm[k].ino2;
 	}
 	memcpy(cset, ino, n * sizeof(*ino));
+	/* an xattr op found not as it needs and made dead read its object
+	 * in the tree (trans.c wal_fit()): an open record that changes it
+	 * is applied first, and the transaction judged again */
+	for (i = 0; i < P->nops; i++)
+		if (fx_pop_dead(P, i) && P->pops[i].obj > 0 &&
+		    (P->ops[i].op == BTRFS_IOC_UT_OP_SETXATTR ||
+		     P->ops[i].op == BTRFS_IOC_UT_OP_REMOVEXATTR))
+			cset[i] = (uint64_t)P->pops[i].obj;
 	/*
 	 * W4, W10: open lazy records are flushed before anything but a lazy
 	 * transaction that does not read the tree (reads_tree(): it may

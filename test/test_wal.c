@@ -3786,6 +3786,38 @@ static void arm_barrier(void)
 	fx_os.fdatasync = die_at_barrier;
 }
 
+static int has_xattr(const char *d, const char *f, const char *name)
+{
+	char *p;
+	ssize_t n;
+
+	assert_true(asprintf(&p, "%s/%s", d, f) > 0);
+	n = getxattr(p, name, NULL, 0);
+	free(p);
+	return n >= 0;
+}
+
+/*
+ * W4 with an xattr op the log made dead (trans.c wal_fit()): it read the
+ * tree, so its object is in the conflict set.  A writer killed at its
+ * barrier left its record open (it read b's user.q absent and sets a's
+ * user.k); a transaction that finds a's user.k absent (dead) and sets b's
+ * user.q helps it first and judges again: A then B, never both set.
+ */
+static void dead_xattr_conflict(void **state)
+{
+	char *d = t_fresh();
+
+	(void)state;
+	assert_int_equal(tx_text(d, "-removexattr a user.k\n-removexattr b user.q\n", NULL), 0);
+	tx_dies_at(d, "-removexattr b user.q\nsetxattr a user.k \"1\"\n", arm_barrier);
+	assert_int_equal(tx_text(d, "-removexattr a user.k\nsetxattr b user.q \"1\"\n", NULL), 0);
+	assert_int_equal(tx_text(d, "open 0 a O_WRONLY\npwrite 0 \"z\" 0\n", NULL), 0);
+	assert_false(has_xattr(d, "a", "user.k")); /* A, then B's removal */
+	assert_true(has_xattr(d, "b", "user.q"));
+	t_drop(d);
+}
+
 /* A writer that appends its record on file f and dies at its barrier. */
 static void dies_at_barrier(const char *d, const char *f, const char *data)
 {
@@ -4332,6 +4364,7 @@ int main(void)
 		cmocka_unit_test(xattr_flags_log),
 		cmocka_unit_test(predicted_fail_log),
 		cmocka_unit_test(fail_fast),
+		cmocka_unit_test(dead_xattr_conflict),
 		cmocka_unit_test(new_file_linked),
 		cmocka_unit_test(big_logged),
 		cmocka_unit_test(lazy_xattr_reads),
