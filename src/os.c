@@ -194,6 +194,11 @@ static int os_fremovexattr(int fd, const char *name)
 	RET(fremovexattr(fd, name));
 }
 
+static int os_fchmod(int fd, mode_t mode)
+{
+	RET(fchmod(fd, mode));
+}
+
 static ssize_t os_flistxattr(int fd, char *list, size_t len)
 {
 	RET(flistxattr(fd, list, len));
@@ -388,6 +393,7 @@ int fx_asprintf(char **out, const char *fmt, ...)
 	.syncfs = os_syncfs, \
 	.writeback = os_writeback, \
 	.ftruncate = os_ftruncate, \
+	.fchmod = os_fchmod, \
 	.fstat = os_fstat, \
 	.fstatat = os_fstatat, \
 	.fstatvfs = os_fstatvfs, \

@@ -41,6 +41,7 @@ struct fx_os {
 	 * fsync, syncset.c S2; -ESPIPE for a directory). */
 	int (*writeback)(int fd);
 	int (*ftruncate)(int fd, off_t len);
+	int (*fchmod)(int fd, mode_t mode);
 	int (*fstat)(int fd, struct stat *st);
 	int (*fstatat)(int dirfd, const char *name, struct stat *st, int flags);
 	int (*fstatvfs)(int fd, struct statvfs *st);

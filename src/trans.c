@@ -314,7 +314,7 @@ static int exec_open(struct exec *X, const struct btrfs_ioctl_usertrans_op *op,
 		flags = (flags & ~(O_TRUNC | O_CREAT | O_EXCL)) | O_NOFOLLOW;
 		fd = fx_mark_set(X->d, (long)po->step0);
 		if (fd == 0)
-			fd = fx_open(X->d, mk->dst, flags, 0);
+			fd = fx_open_owned(X->d, mk->dst, flags);
 		if (fd < 0) {
 			X->diverged = 1;
 			return fd;

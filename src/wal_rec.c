@@ -261,7 +261,7 @@ int fx_w_rec_rewrite(struct fstx_domain *d, uint64_t lo, uint64_t hi)
 int fx_w_entry_fd(struct fstx_domain *d, const char *path, uint64_t ino)
 {
 	struct stat st;
-	int fd = fx_open(d, path, O_RDWR, 0), r;
+	int fd = fx_open_owned(d, path, O_RDWR), r;
 
 	if (fd == -EISDIR)
 		fd = fx_open(d, path, O_RDONLY | O_DIRECTORY, 0);

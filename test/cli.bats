@@ -362,6 +362,36 @@ T
 	[[ "$output" == *'"errno":"EINVAL"'* ]]
 }
 
+@test "run without privilege: a new read-only file is written, the undo way and in a replay after a kill" {
+	command -v setpriv >/dev/null || skip "setpriv missing"
+	command -v strace >/dev/null || skip "strace missing"
+	[ "$(id -u)" -eq 0 ] || skip "needs root to switch to an unprivileged user"
+	mkdir "$D/cur" "$D/new"
+	chown -R 65534:65534 "$D"
+	chmod 755 "$D" "$TX"
+	cp "$FSTX" "$TX/fstx"
+	chmod 755 "$TX/fstx"
+	nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$@"; }
+	# two directory renames: the undo way, which opens its staged file again
+	printf 'open 0 obj O_WRONLY|O_CREAT 0444\npwrite 0 "object" 0\nrename cur prev\nrename new cur\n' > "$TX/u.tx"
+	# the log: killed at its barrier, the record replayed by recover
+	printf 'open 0 obj2 O_WRONLY|O_CREAT 0444\npwrite 0 "object two" 0\n' > "$TX/k.tx"
+	chmod 644 "$TX/u.tx" "$TX/k.tx"
+	run nobody "$TX/fstx" run "$D" "$TX/u.tx"
+	[ "$status" -eq 0 ]
+	[ "$(cat "$D/obj")" = "object" ]
+	[ "$(stat -c %a "$D/obj")" = 444 ]
+	[ -d "$D/prev" ]
+	run nobody env ASAN_OPTIONS=detect_leaks=0 strace -f -o /dev/null -e trace=fdatasync \
+		-e inject=fdatasync:signal=KILL "$TX/fstx" run "$D" "$TX/k.tx"
+	[ "$status" -ne 0 ]
+	[ ! -s "$D/obj2" ]
+	run nobody "$TX/fstx" recover "$D"
+	[ "$status" -eq 0 ]
+	[ "$(cat "$D/obj2")" = "object two" ]
+	[ "$(stat -c %a "$D/obj2")" = 444 ]
+}
+
 @test "option wal: an in-place overwrite commits with one fdatasync; recover checkpoints" {
 	command -v strace >/dev/null || skip "strace missing"
 	printf 'option wal\nopen 0 a O_RDWR\npwrite 0 "ALPHA" 0\ntruncate old 2\n' > "$TX/w.tx"
