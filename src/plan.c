@@ -867,11 +867,13 @@ static int plan_write(struct plan *P, int64_t idx, uint64_t off, uint64_t len)
  * a file it may not write) before EINVAL.  The kernel is asked: a removal
  * of that same bare name, which no handler can carry out, from the file
  * of the tree (for a new object, trusted. and security. from the domain's
- * root, whose answer depends on the caller's capability only, and user.
- * EINVAL: the caller owns it).  Predicted, so that the undo way does not
- * read a before-image under it (which failed the whole transaction, also
- * for an op allowed to fail) and the log agrees.  cli.bats "run without
- * privilege".
+ * root, whose answer depends on the caller's capability only).  Predicted,
+ * so that the undo way does not read a before-image under it (which
+ * failed the whole transaction, also for an op allowed to fail) and the
+ * log agrees.  user. on a new object is not predicted (0): the answer
+ * depends on the mode it is made with (EACCES without the owner's write
+ * bit); nothing is read before it, and it runs the undo way (trans.c
+ * wal_fit()).  cli.bats "run without privilege".
  */
 static int xattr_name_error(struct plan *P, const char *name, const struct node *n)
 {
@@ -890,7 +892,7 @@ static int xattr_name_error(struct plan *P, const char *name, const struct node 
 	else if (k > 0)
 		fd = fx_open(P->d, "", O_RDONLY | O_DIRECTORY, 0);
 	else
-		return -EINVAL;
+		return 0;
 	if (fd >= 0) {
 		r = fx_os.fremovexattr(fd, name);
 		fx_os.close(fd);

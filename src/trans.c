@@ -729,9 +729,10 @@ static enum wal_fit wal_fit(struct fstx_domain *d, const struct btrfs_ioctl_user
 			break;
 		case BTRFS_IOC_UT_OP_SETXATTR:
 		case BTRFS_IOC_UT_OP_REMOVEXATTR:
-			/* (a name the kernel refuses, "user." alone or past 255
-			 * bytes, is predicted to fail: plan.c xattr_name_error()) */
-			if (strncmp(ARGP(op, 1), "user.", 5) ||
+			/* (a name the kernel refuses, past 255 bytes or a bare
+			 * prefix, is predicted to fail, plan.c xattr_name_error(),
+			 * but for "user." on a new object, which runs) */
+			if (strncmp(ARGP(op, 1), "user.", 5) || !ARGP(op, 1)[5] ||
 			    (op->op == BTRFS_IOC_UT_OP_SETXATTR && a[3] > WAL_MAX_XATTR))
 				goto out;
 			if (fx_fs_probe(d) < 0 || !d->fs.xattr_user)

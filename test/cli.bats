@@ -345,10 +345,11 @@ T
 	nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$@"; }
 	printf -- '-setxattr a trusted. "x"\n-removexattr a security.\n-setxattr ro user. "x"\n' > "$TX/x.tx"
 	printf -- '-removexattr a user.\nwrite n "new"\n-setxattr n trusted. "x"\n-removexattr n user.\n' >> "$TX/x.tx"
+	printf -- 'open 0 r O_WRONLY|O_CREAT 0444\n-setxattr r user. "x"\n' >> "$TX/x.tx"
 	chmod 644 "$TX/x.tx"
 	run nobody "$TX/fstx" run "$D" "$TX/x.tx" --json
 	[ "$status" -eq 0 ]
-	[[ "$output" == *'"status":"committed"'*'"results":[-1,-1,-13,-22,0,3,0,-1,-22]}' ]]
+	[[ "$output" == *'"status":"committed"'*'"results":[-1,-1,-13,-22,1,3,0,-1,-22,0,-13]}' ]]
 	[ "$(cat "$D/n")" = "new" ]
 	printf 'write a "changed"\nsetxattr a trusted. "x"\n' > "$TX/s.tx"
 	chmod 644 "$TX/s.tx"
