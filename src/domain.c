@@ -433,37 +433,39 @@ int fx_open(struct fstx_domain *d, const char *p, int flags, mode_t mode)
 }
 
 /*
- * open(2) with O_CREAT gives its caller a writable descriptor of a new
- * file whatever the mode it makes it with (git makes its objects 0444).
- * fstx makes new files before it writes them (staged, trans.c prestage(),
- * wal.c W2) and opens them again by name, on the undo way and in a log's
- * replay or help pass: there the mode refuses its owner.  The owner may
- * change the mode, so the owner's write bit is added for the open and the
- * mode put back on the open descriptor, which keeps its access.  A crash
- * between the two leaves the file with that bit, nothing else.
+ * open(2) with O_CREAT gives its caller a descriptor of a new file with
+ * the access it asks whatever the mode it makes it with (git makes its
+ * objects 0444).  fstx makes new files before it writes them (staged,
+ * trans.c prestage(), wal.c W2) and opens them again by name, on the undo
+ * way and in a log's replay or help pass: there the mode may refuse its
+ * owner.  The owner may change the mode, so the owner's read and write
+ * bits are added for the open and the mode put back after it, the open
+ * descriptor keeping its access.  A crash between the two leaves the file
+ * with those bits, nothing else.
  */
 int fx_open_owned(struct fstx_domain *d, const char *p, int flags)
 {
-	int fd = fx_open(d, p, flags, 0), ro, r;
+	int fd = fx_open(d, p, flags, 0), dfd, r;
+	const char *name;
 	struct stat st;
+	mode_t m;
 
-	if (fd != -EACCES || (flags & O_ACCMODE) == O_RDONLY)
+	if (fd != -EACCES || (dfd = fx_parent(d, p, &name)) < 0)
 		return fd;
-	if ((ro = fx_open(d, p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0)) < 0)
-		return fd;
-	r = fx_os.fstat(ro, &st);
-	if (r == 0 && (!S_ISREG(st.st_mode) || (st.st_mode & S_IWUSR)))
-		r = -EACCES; /* not the owner's bit that refuses it */
-	if (r == 0 && (r = fx_os.fchmod(ro, (st.st_mode & 07777) | S_IWUSR)) == 0) {
-		r = fx_open(d, p, flags, 0);
-		if (r >= 0 && (fd = fx_os.fchmod(r, st.st_mode & 07777)) < 0) {
+	if ((r = fx_os.fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW)) == 0) {
+		m = st.st_mode & 07777;
+		if (!S_ISREG(st.st_mode) || (m & (S_IRUSR | S_IWUSR)) == (S_IRUSR | S_IWUSR))
+			r = -EACCES; /* not the owner's bits that refuse it */
+	}
+	if (r == 0 && (r = fx_os.fchmodat(dfd, name, m | S_IRUSR | S_IWUSR)) == 0) {
+		r = fx_open(d, p, flags | O_NOFOLLOW, 0);
+		fd = fx_os.fchmodat(dfd, name, m);
+		if (r >= 0 && fd < 0) {
 			fx_os.close(r);
 			r = fd;
 		}
-		if (r < 0)
-			fx_os.fchmod(ro, st.st_mode & 07777);
 	}
-	fx_os.close(ro);
+	fx_os.close(dfd);
 	return r == -EPERM ? -EACCES : r; /* not its owner: the open's error */
 }
 

@@ -194,9 +194,9 @@ static int os_fremovexattr(int fd, const char *name)
 	RET(fremovexattr(fd, name));
 }
 
-static int os_fchmod(int fd, mode_t mode)
+static int os_fchmodat(int dirfd, const char *name, mode_t mode)
 {
-	RET(fchmod(fd, mode));
+	RET(fchmodat(dirfd, name, mode, 0));
 }
 
 static ssize_t os_flistxattr(int fd, char *list, size_t len)
@@ -393,7 +393,7 @@ int fx_asprintf(char **out, const char *fmt, ...)
 	.syncfs = os_syncfs, \
 	.writeback = os_writeback, \
 	.ftruncate = os_ftruncate, \
-	.fchmod = os_fchmod, \
+	.fchmodat = os_fchmodat, \
 	.fstat = os_fstat, \
 	.fstatat = os_fstatat, \
 	.fstatvfs = os_fstatvfs, \

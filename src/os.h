@@ -41,7 +41,9 @@ struct fx_os {
 	 * fsync, syncset.c S2; -ESPIPE for a directory). */
 	int (*writeback)(int fd);
 	int (*ftruncate)(int fd, off_t len);
-	int (*fchmod)(int fd, mode_t mode);
+	/* chmod of name in dirfd (which may be O_PATH), not following a
+	 * symlink's target's name: the caller has seen a regular file */
+	int (*fchmodat)(int dirfd, const char *name, mode_t mode);
 	int (*fstat)(int fd, struct stat *st);
 	int (*fstatat)(int dirfd, const char *name, struct stat *st, int flags);
 	int (*fstatvfs)(int fd, struct statvfs *st);

@@ -375,13 +375,16 @@ T
 	nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$@"; }
 	# two directory renames: the undo way, which opens its staged file again
 	printf 'open 0 obj O_WRONLY|O_CREAT 0444\npwrite 0 "object" 0\nrename cur prev\nrename new cur\n' > "$TX/u.tx"
+	printf 'open 1 obj3 O_WRONLY|O_CREAT 0060\npwrite 1 "three" 0\n' >> "$TX/u.tx"
 	# the log: killed at its barrier, the record replayed by recover
 	printf 'open 0 obj2 O_WRONLY|O_CREAT 0444\npwrite 0 "object two" 0\n' > "$TX/k.tx"
 	chmod 644 "$TX/u.tx" "$TX/k.tx"
 	run nobody "$TX/fstx" run "$D" "$TX/u.tx"
 	[ "$status" -eq 0 ]
 	[ "$(cat "$D/obj")" = "object" ]
-	[ "$(stat -c %a "$D/obj")" = 444 ]
+	[ "$(stat -c %a "$D/obj")" = "$(printf %o $((0444 & ~$(umask))))" ]
+	[ "$(cat "$D/obj3")" = "three" ]
+	[ "$(stat -c %a "$D/obj3")" = "$(printf %o $((0060 & ~$(umask))))" ]
 	[ -d "$D/prev" ]
 	run nobody env ASAN_OPTIONS=detect_leaks=0 strace -f -o /dev/null -e trace=fdatasync \
 		-e inject=fdatasync:signal=KILL "$TX/fstx" run "$D" "$TX/k.tx"
@@ -390,7 +393,7 @@ T
 	run nobody "$TX/fstx" recover "$D"
 	[ "$status" -eq 0 ]
 	[ "$(cat "$D/obj2")" = "object two" ]
-	[ "$(stat -c %a "$D/obj2")" = 444 ]
+	[ "$(stat -c %a "$D/obj2")" = "$(printf %o $((0444 & ~$(umask))))" ]
 }
 
 @test "option wal: an in-place overwrite commits with one fdatasync; recover checkpoints" {

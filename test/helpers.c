@@ -154,7 +154,8 @@ static void sb_add(struct sb *b, const char *fmt, ...)
 
 static uint64_t fnv(const unsigned char *p, size_t n, uint64_t h)
 {
-	for (size_t i = 0; i < n; i++)
+	/* (p NULL: a file its caller may not read, without privilege) */
+	for (size_t i = 0; p && i < n; i++)
 		h = (h ^ p[i]) * 0x100000001b3ULL;
 	return h;
 }
