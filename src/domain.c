@@ -435,38 +435,52 @@ int fx_open(struct fstx_domain *d, const char *p, int flags, mode_t mode)
 /*
  * open(2) with O_CREAT gives its caller a descriptor of a new file with
  * the access it asks whatever the mode it makes it with (git makes its
- * objects 0444).  fstx makes new files before it writes them (staged,
- * trans.c prestage(), wal.c W2) and opens them again by name, on the undo
- * way and in a log's replay or help pass: there the mode may refuse its
- * owner.  The owner may change the mode, so the owner's read and write
- * bits are added for the open and the mode put back after it, the open
- * descriptor keeping its access.  A crash between the two leaves the file
- * with those bits, nothing else.
+ * objects 0444), and mkdir(2) makes a directory its owner may not list
+ * (0311).  fstx makes new objects before it writes them (staged, trans.c
+ * prestage(), wal.c W2) and opens them again by name: to write them, on
+ * the undo way and in a log's replay or help pass, and to fsync them, at
+ * a barrier or a checkpoint.  There the mode may refuse its owner.  The
+ * owner may change the mode, so the owner's bits the open needs are
+ * added for it and the mode put back after it, the open descriptor
+ * keeping its access (the object's ctime changes).  A crash between the
+ * two leaves the object with those bits, nothing else.
  */
-int fx_open_owned(struct fstx_domain *d, const char *p, int flags)
+int fx_openat_owned(int dfd, const char *name, int flags, int resolve)
 {
-	int fd = fx_open(d, p, flags, 0), dfd, r;
-	const char *name;
+	int fd = fx_os.openat2(dfd, name, flags, 0, resolve), r;
+	int acc = flags & O_ACCMODE;
+	mode_t m = 0, need = (acc != O_WRONLY ? S_IRUSR : 0) | (acc != O_RDONLY ? S_IWUSR : 0);
 	struct stat st;
-	mode_t m;
 
-	if (fd != -EACCES || (dfd = fx_parent(d, p, &name)) < 0)
+	if (fd != -EACCES)
 		return fd;
 	if ((r = fx_os.fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW)) == 0) {
 		m = st.st_mode & 07777;
-		if (!S_ISREG(st.st_mode) || (m & (S_IRUSR | S_IWUSR)) == (S_IRUSR | S_IWUSR))
+		if (!(S_ISREG(st.st_mode) || (S_ISDIR(st.st_mode) && acc == O_RDONLY)) ||
+		    (m & need) == need)
 			r = -EACCES; /* not the owner's bits that refuse it */
 	}
-	if (r == 0 && (r = fx_os.fchmodat(dfd, name, m | S_IRUSR | S_IWUSR)) == 0) {
-		r = fx_open(d, p, flags | O_NOFOLLOW, 0);
+	if (r == 0 && (r = fx_os.fchmodat(dfd, name, m | need)) == 0) {
+		r = fx_os.openat2(dfd, name, flags | O_NOFOLLOW, 0, resolve);
 		fd = fx_os.fchmodat(dfd, name, m);
 		if (r >= 0 && fd < 0) {
 			fx_os.close(r);
 			r = fd;
 		}
 	}
-	fx_os.close(dfd);
 	return r == -EPERM ? -EACCES : r; /* not its owner: the open's error */
+}
+
+int fx_open_owned(struct fstx_domain *d, const char *p, int flags)
+{
+	const char *name;
+	int dfd, fd = fx_open(d, p, flags, 0);
+
+	if (fd != -EACCES || (dfd = fx_parent(d, p, &name)) < 0)
+		return fd;
+	fd = fx_openat_owned(dfd, *name ? name : ".", flags, FX_RESOLVE);
+	fx_os.close(dfd);
+	return fd;
 }
 
 int fx_clean_scratch(struct fstx_domain *d)

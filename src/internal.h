@@ -148,9 +148,11 @@ int fx_mark_any(struct fstx_domain *d);
 int fx_parent(struct fstx_domain *d, const char *p, const char **name);
 int fx_lstat(struct fstx_domain *d, const char *p, struct stat *st);
 int fx_open(struct fstx_domain *d, const char *p, int flags, mode_t mode);
-/* fx_open() of regular file p for writing, also where its mode denies the
- * owner that (a new file made read-only); -errno. */
+/* fx_open() (openat2()) of a regular file or directory, also where its
+ * mode refuses its owner that access (a new file made read-only, a
+ * directory made 0311); -errno. */
 int fx_open_owned(struct fstx_domain *d, const char *p, int flags);
+int fx_openat_owned(int dfd, const char *name, int flags, int resolve);
 
 /* ---- journal.c ---- */
 enum fx_step_kind {

@@ -1063,6 +1063,38 @@ static int apply_clone(struct jr *j, const struct jrec *rec)
 	return r;
 }
 
+/*
+ * Is the object (fd, open read-only) already as rec would leave it?  Then
+ * the undo need not write it: an op that failed for want of permission
+ * (a setxattr on a file its caller may read but not write) changed
+ * nothing, and writing its before-image back would fail the same way and
+ * leave the journal hot.  1 yes, 0 no or not known.
+ */
+static int already_undone(int fd, const struct jrec *rec, uint64_t size, uint64_t off,
+			  uint32_t present, const char *name, const unsigned char *data,
+			  uint32_t len)
+{
+	unsigned char *cur = NULL;
+	struct stat st;
+	ssize_t n;
+	int eq;
+
+	if (rec->type == J_SIZE)
+		return fx_os.fstat(fd, &st) == 0 && (uint64_t)st.st_size == size;
+	if (len && !(cur = fx_malloc(len)))
+		return 0;
+	if (rec->type == J_DATA)
+		n = fx_os.pread(fd, cur, len, (off_t)off);
+	else
+		n = fx_os.fgetxattr(fd, name, cur, len);
+	if (rec->type == J_XATTR && !present)
+		eq = n == -ENODATA;
+	else
+		eq = n == (ssize_t)len && (!len || !memcmp(cur, data, len));
+	free(cur);
+	return eq;
+}
+
 static int apply_rec(struct jr *j, const struct jrec *rec)
 {
 	struct cur c = { j->buf, rec->len, 0, 0 };
@@ -1070,7 +1102,7 @@ static int apply_rec(struct jr *j, const struct jrec *rec)
 	uint32_t present = 0, len = 0;
 	const unsigned char *data = NULL;
 	char *ipath = NULL, *name = NULL;
-	int r, fd;
+	int r, fd, done;
 
 	r = read_full(j->d->jfd, j->buf, rec->len, rec->off);
 	if (r <= 0)
@@ -1095,13 +1127,20 @@ static int apply_rec(struct jr *j, const struct jrec *rec)
 	r = cur_err(&c);
 	if (c.bad)
 		goto out;
-	fd = open_ino(j->d, ipath, ino,
-		      rec->type == J_XATTR ? O_RDONLY | O_NONBLOCK : O_WRONLY);
+	fd = open_ino(j->d, ipath, ino, O_RDONLY | O_NONBLOCK);
+	done = fd >= 0 && already_undone(fd, rec, size, off, present, name, data, len);
+	if (!done && rec->type != J_XATTR) {
+		if (fd >= 0)
+			fx_os.close(fd);
+		fd = open_ino(j->d, ipath, ino, O_WRONLY);
+	}
 	if (fd < 0) {
 		r = fd;
 		goto out;
 	}
-	if (rec->type == J_SIZE) {
+	if (done) {
+		r = 0; /* still synced below: the page cache may be ahead */
+	} else if (rec->type == J_SIZE) {
 		r = fx_os.ftruncate(fd, (off_t)size);
 	} else if (rec->type == J_DATA) {
 		ssize_t n = len ? fx_os.pwrite(fd, data, len, (off_t)off) : 0;

@@ -199,6 +199,11 @@ static int os_fchmodat(int dirfd, const char *name, mode_t mode)
 	RET(fchmodat(dirfd, name, mode, 0));
 }
 
+static int os_faccessat(int dirfd, const char *path, int mode)
+{
+	RET(faccessat(dirfd, path, mode, AT_EACCESS));
+}
+
 static ssize_t os_flistxattr(int fd, char *list, size_t len)
 {
 	RET(flistxattr(fd, list, len));
@@ -394,6 +399,7 @@ int fx_asprintf(char **out, const char *fmt, ...)
 	.writeback = os_writeback, \
 	.ftruncate = os_ftruncate, \
 	.fchmodat = os_fchmodat, \
+	.faccessat = os_faccessat, \
 	.fstat = os_fstat, \
 	.fstatat = os_fstatat, \
 	.fstatvfs = os_fstatvfs, \

@@ -44,6 +44,8 @@ struct fx_os {
 	/* chmod of name in dirfd (which may be O_PATH), not following a
 	 * symlink's target's name: the caller has seen a regular file */
 	int (*fchmodat)(int dirfd, const char *name, mode_t mode);
+	/* access(2) of path in dirfd with the effective ids (AT_EACCESS) */
+	int (*faccessat)(int dirfd, const char *path, int mode);
 	int (*fstat)(int fd, struct stat *st);
 	int (*fstatat)(int dirfd, const char *name, struct stat *st, int flags);
 	int (*fstatvfs)(int fd, struct statvfs *st);

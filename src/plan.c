@@ -349,7 +349,7 @@ static int dir_empty(struct plan *P, const char *p, const struct node *n)
 			return 0;
 	if (n->state != N_INIT)
 		return 1;
-	fd = fx_open(P->d, n->ipath, O_RDONLY | O_DIRECTORY, 0);
+	fd = fx_open_owned(P->d, n->ipath, O_RDONLY | O_DIRECTORY);
 	if (fd < 0)
 		return fd;
 	r = fx_dir_each(fd, child_present, &e);

@@ -106,8 +106,7 @@ void fx_ss_file(struct fx_syncset *ss, int fd)
 void fx_ss_dir(struct fx_syncset *ss, int dfd)
 {
 	if (ss)
-		fx_ss_take(ss, fx_os.openat2(dfd, ".", O_RDONLY | O_DIRECTORY, 0,
-					     FX_RESOLVE));
+		fx_ss_take(ss, fx_openat_owned(dfd, ".", O_RDONLY | O_DIRECTORY, FX_RESOLVE));
 }
 
 int fx_ss_flush(struct fx_syncset *ss)

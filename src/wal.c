@@ -480,6 +480,21 @@
  *      lazy transactions log (or take the undo way) as before.  test_wal
  *      new_whole, and the kill and fault sweeps' staged third, whose
  *      limit of 3 logged bytes makes the fifth transaction's new b whole.
+ * W23. Nothing a record applies after its barrier may fail for want of
+ *      permission: no prediction covers that, and the record would roll
+ *      forward for ever, every later transaction failing with it.  A
+ *      caller other than root takes the undo way (which meets the
+ *      kernel's error and rolls back) where a name the record adds or
+ *      removes lies in a directory it may not write and search (by
+ *      access(2) with its effective ids; one the transaction makes, by
+ *      the mode it asks), or in a sticky directory; where a directory it
+ *      moves, or removes into .fstx/wnew/, refuses it write; or where an
+ *      xattr op changes an object it may not write (a new one, by its
+ *      mode).  Objects it made with modes that refuse their owner are
+ *      opened again for their data and their fsyncs by adding the
+ *      owner's bits for the open (domain.c fx_open_owned()).
+ *      wal_stage.c fx_w_perm_declined(); cli.bats "run without
+ *      privilege".
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to
@@ -759,7 +774,7 @@ static int sync_dir(struct fstx_domain *d, const char *path, unsigned obj,
 		return dfd == -ENOENT ? 0 : dfd;
 	fx_ss_dir(ss, dfd);
 	fd = !(obj & W_OBJ_FILE) ? -ENOENT :
-	     fx_os.openat2(dfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, FX_RESOLVE);
+	     fx_openat_owned(dfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, FX_RESOLVE);
 	fx_os.close(dfd);
 	if (fd == -ENOENT)
 		return 0;
@@ -793,7 +808,7 @@ static int sync_entry(struct fstx_domain *d, const struct went *e,
 		return 0;
 	/* read-only is enough to fsync, and works on a file made read-only
 	 * since its record (fx_w_entry_fd() wants to write) */
-	fd = fx_open(d, path, O_RDONLY | O_NONBLOCK, 0);
+	fd = fx_open_owned(d, path, O_RDONLY | O_NONBLOCK);
 	if (fd == -ENOENT)
 		return 0; /* removed since: nothing of the log's there */
 	if (fd < 0)
@@ -1561,7 +1576,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 	if ((P->nsteps && !nnm) || fx_w_batch_dirs(d, nm, nnm) < 0 || fx_w_stage_dirs(d, nm, nnm) < 0 ||
 	    open_targets(d, P, &F, ino, slot_op, tgt, nm, nnm) < 0 ||
 	    fx_w_stage_links(d, nm, nnm) < 0 || fx_w_removal_declined(d, P, ino, nm, nnm) ||
-	    fx_w_move_declined(d, P, nm, nnm)) {
+	    fx_w_move_declined(d, P, nm, nnm) || fx_w_perm_declined(d, P, nm, nnm)) {
 		r = 1;
 		goto out;
 	}

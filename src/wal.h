@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wal.h - the write-ahead log (wal.c, rules W1-W22, and wal_*.c): the
+ * wal.h - the write-ahead log (wal.c, rules W1-W23, and wal_*.c): the
  * only way into it.  The log's state lives in the domain handle (fields
  * marked "wal" in internal.h), which only the log's files read.
  */

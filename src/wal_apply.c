@@ -116,7 +116,7 @@ int fx_w_apply_whole(struct fstx_domain *d, const struct plan *P, const int *fds
 		n++;
 		fx_ss_file(&ss, fds[i]);
 		if ((w = fx_w_name_of_op(nm, nnm, i)) && w->dir >= 0)
-			fx_ss_take(&ss, fx_open(d, nm[w->dir].stage, O_RDONLY | O_DIRECTORY, 0));
+			fx_ss_take(&ss, fx_open_owned(d, nm[w->dir].stage, O_RDONLY | O_DIRECTORY));
 	}
 	if (n)
 		fx_ss_take(&ss, fx_open(d, W_WNEW, O_RDONLY | O_DIRECTORY, 0));

@@ -131,7 +131,7 @@ int fx_w_debt_note(struct fstx_domain *d)
 static void pay_path(struct fstx_domain *d, const char *path,
 		     struct fx_syncset *ss)
 {
-	int fd = fx_open(d, path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW, 0);
+	int fd = fx_open_owned(d, path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW);
 
 	if (fd >= 0)
 		fx_ss_take(ss, fd);

@@ -303,6 +303,9 @@ const char *fx_w_moved_to(const struct wname *nm, size_t nnm, uint64_t ino);
 void fx_w_unstage(struct fstx_domain *d, struct wname *nm, size_t nnm);
 void fx_w_free_stages(struct wname *nm, size_t cap);
 struct wname *fx_w_name_of_op(struct wname *nm, size_t nnm, size_t op);
+/* W23: would the caller's permissions fail the record after its barrier? */
+int fx_w_perm_declined(struct fstx_domain *d, const struct plan *P,
+		       const struct wname *nm, size_t nnm);
 void fx_w_link_inodes(struct wname *nm, size_t nnm);
 /* W13, W19: stage the pwrites fx_wal_stages() takes and every clone range
  * into cl (P->nops of them, fd -1 each), durable with their names: the

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Where name entry w of step k keeps its object: unique in the log
  * (salt, offset, step). */
@@ -495,6 +496,100 @@ int fx_w_removal_declined(struct fstx_domain *d, const struct plan *P,
 		for (size_t i = 0; i < P->nops; i++)
 			if (ino[i] == nm[k].ino && !reads_only(&P->ops[i]) &&
 			    !writes_kept_name(P, i, nm, nnm, k))
+				return 1;
+	}
+	return 0;
+}
+
+/*
+ * W23: may the caller make the change in directory dir (the parent of a
+ * name the record adds or removes)?  W_OK and X_OK there, by access(2)
+ * with the effective ids (a directory made by the transaction: by the
+ * mode it asks).  1: no, or not known.
+ */
+static int dir_refused(struct fstx_domain *d, const struct wname *nm, size_t nnm,
+		       const char *dir)
+{
+	int r = fx_os.faccessat(d->root, *dir ? dir : ".", W_OK | X_OK);
+
+	if (r != -ENOENT)
+		return r != 0;
+	for (size_t k = 0; k < nnm; k++)
+		if (nm[k].kind == W_MKDIR && nm[k].path && !strcmp(nm[k].path, dir))
+			return (nm[k].mode & (S_IWUSR | S_IXUSR)) != (S_IWUSR | S_IXUSR);
+	return 1; /* under a directory the transaction moves: not looked at */
+}
+
+/* W23: the parent of path p refused (dir_refused()); 1 past PATH_MAX. */
+static int parent_refused(struct fstx_domain *d, const struct wname *nm, size_t nnm,
+			  const char *p)
+{
+	const char *slash = strrchr(p, '/');
+	char dir[PATH_MAX];
+
+	if (!slash)
+		return dir_refused(d, nm, nnm, "");
+	if ((size_t)(slash - p) >= sizeof(dir))
+		return 1;
+	memcpy(dir, p, (size_t)(slash - p));
+	dir[slash - p] = 0;
+	return dir_refused(d, nm, nnm, dir);
+}
+
+/*
+ * W23: what the log applies after its barrier must not fail for want of
+ * permission, which no prediction covers (it would roll forward for ever,
+ * and every later transaction fail): a caller other than root takes the
+ * undo way, which meets the kernel's error and rolls back, where a name
+ * the record adds or removes lies in a directory it may not write or
+ * search, or in a sticky one, a directory it moves to another or into
+ * .fstx/wnew/ (rmdir) refuses it write (its ".." changes), or an xattr op
+ * changes an object of the tree it may not write.  1: take the undo way.
+ */
+int fx_w_perm_declined(struct fstx_domain *d, const struct plan *P,
+		       const struct wname *nm, size_t nnm)
+{
+	if (geteuid() == 0)
+		return 0; /* CAP_DAC_OVERRIDE, as a rule */
+	for (size_t k = 0; k < nnm; k++) {
+		const struct wname *w = &nm[k];
+		struct stat st;
+
+		if (!w->path || parent_refused(d, nm, nnm, w->path))
+			return 1;
+		if (w->kind == W_MOVE && parent_refused(d, nm, nnm, w->stage))
+			return 1;
+		if (w->kind != W_UNLINK && w->kind != W_MOVE)
+			continue;
+		if (fx_lstat(d, w->kind == W_MOVE ? w->stage : w->path, &st) < 0 ||
+		    (S_ISDIR(st.st_mode) && fx_os.faccessat(d->root, w->kind == W_MOVE ?
+							     w->stage : w->path, W_OK)))
+			return 1;
+	}
+	for (size_t k = 0; k < nnm; k++) { /* sticky: the kernel's owner rules */
+		struct stat st;
+		char dir[PATH_MAX];
+		const char *p = nm[k].kind == W_MOVE ? nm[k].stage : nm[k].path;
+		const char *slash = strrchr(p, '/');
+
+		if (nm[k].kind != W_UNLINK && nm[k].kind != W_MOVE && nm[k].kind != W_SWAP)
+			continue;
+		snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - p) : 0, p);
+		if (fx_lstat(d, dir, &st) < 0 || (st.st_mode & S_ISVTX))
+			return 1;
+	}
+	for (size_t i = 0; i < P->nops; i++) {
+		uint32_t op = (uint32_t)P->ops[i].op;
+		int64_t obj = P->pops[i].obj;
+
+		if ((op != BTRFS_IOC_UT_OP_SETXATTR && op != BTRFS_IOC_UT_OP_REMOVEXATTR) ||
+		    fx_pop_dead(P, i))
+			continue;
+		if (obj > 0 && fx_os.faccessat(d->root, P->pops[i].cpath, W_OK))
+			return 1;
+		for (size_t k = 0; obj < 0 && k < nnm; k++) /* new: by its mode */
+			if ((nm[k].kind == W_NEWF || nm[k].kind == W_MKDIR) &&
+			    P->pops[nm[k].op].obj == obj && !(nm[k].mode & S_IWUSR))
 				return 1;
 	}
 	return 0;

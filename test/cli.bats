@@ -396,6 +396,63 @@ T
 	[ "$(stat -c %a "$D/obj2")" = "$(printf %o $((0444 & ~$(umask))))" ]
 }
 
+@test "run without privilege: new objects their owner may not read are synced and removed" {
+	command -v setpriv >/dev/null || skip "setpriv missing"
+	[ "$(id -u)" -eq 0 ] || skip "needs root to switch to an unprivileged user"
+	chown -R 65534:65534 "$D"
+	chmod 755 "$D" "$TX"
+	cp "$FSTX" "$TX/fstx"
+	chmod 755 "$TX/fstx"
+	nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$@"; }
+	printf 'mkdir e2 0355\nopen 0 e2/f O_WRONLY|O_CREAT\npwrite 0 "x" 0\nmkdir e3 0311\n' > "$TX/m.tx"
+	printf 'open 1 w O_WRONLY|O_CREAT 0200\npwrite 1 "w" 0\n' >> "$TX/m.tx"
+	printf 'rmdir e3\n' > "$TX/r.tx"
+	chmod 644 "$TX/m.tx" "$TX/r.tx"
+	run nobody "$TX/fstx" run "$D" "$TX/m.tx"
+	[ "$status" -eq 0 ]
+	# the checkpoint fsyncs them
+	run nobody "$TX/fstx" recover "$D"
+	[ "$status" -eq 0 ]
+	[ "$(cat "$D/e2/f")" = "x" ]
+	[ "$(cat "$D/w")" = "w" ]
+	[ "$(stat -c %a "$D/e3")" = "$(printf %o $((0311 & ~$(umask))))" ]
+	# the planner lists it to predict the rmdir
+	run nobody "$TX/fstx" run "$D" "$TX/r.tx"
+	[ "$status" -eq 0 ]
+	[ ! -e "$D/e3" ]
+}
+
+@test "run without privilege: what the kernel refuses fails alone, and the domain goes on" {
+	command -v setpriv >/dev/null || skip "setpriv missing"
+	[ "$(id -u)" -eq 0 ] || skip "needs root to switch to an unprivileged user"
+	mkdir "$D/rod" "$D/w"
+	printf 'f\n' > "$D/rod/f"
+	printf 'ro\n' > "$D/ro"
+	chmod 444 "$D/ro"
+	chmod 555 "$D/rod"
+	chown -R 65534:65534 "$D"
+	chmod 755 "$D" "$TX"
+	cp "$FSTX" "$TX/fstx"
+	chmod 755 "$TX/fstx"
+	nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$@"; }
+	before=$(snap)
+	for t in 'unlink rod/f' 'rename rod/f w/f' 'open 0 rod/new O_WRONLY|O_CREAT' \
+		 'setxattr ro user.x "1"' 'open 0 n O_WRONLY|O_CREAT 0444\nsetxattr n user.x "1"' \
+		 'truncate ro 0'; do
+		printf "write w/g \"x\"\n$t\n" > "$TX/p.tx"
+		chmod 644 "$TX/p.tx"
+		run nobody "$TX/fstx" run "$D" "$TX/p.tx" --json
+		[ "$status" -eq 1 ]
+		[[ "$output" == *'"status":"rolled_back"'*'"errno":"EACCES"'* ]]
+		[ "$(snap)" = "$before" ]
+	done
+	printf 'write w/g "ok"\n' > "$TX/ok.tx"
+	chmod 644 "$TX/ok.tx"
+	run nobody "$TX/fstx" run "$D" "$TX/ok.tx"
+	[ "$status" -eq 0 ]
+	[ "$(cat "$D/w/g")" = "ok" ]
+}
+
 @test "option wal: an in-place overwrite commits with one fdatasync; recover checkpoints" {
 	command -v strace >/dev/null || skip "strace missing"
 	printf 'option wal\nopen 0 a O_RDWR\npwrite 0 "ALPHA" 0\ntruncate old 2\n' > "$TX/w.tx"

@@ -201,6 +201,10 @@ static void snap(struct sb *b, const char *root, const char *rel)
 	if (asprintf(&p, "%s%s%s", root, *rel ? "/" : "", rel) < 0)
 		die("asprintf");
 	d = opendir(p);
+	if (!d && errno == EACCES) { /* without privilege: listed as empty */
+		free(p);
+		return;
+	}
 	if (!d)
 		die(p);
 	while ((e = readdir(d))) {
