@@ -67,6 +67,13 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	ut.flags &= ~(uint64_t)(FSTX_UT_WAL | FSTX_UT_LAZY);
 	s1 = run_way(&ut, rv, 0, &r1, &d1, o1);
 	s2 = run_way(&ut, rv, 1, &r2, &d2, o2);
+	/* (documented, fstx(7): a transaction predicted to fail reports the
+	 * predicted failure where an earlier op would fail when run for want
+	 * of permission, which no prediction covers; nothing changed either
+	 * way: met without privilege) */
+	if ((r1 == -EACCES || r1 == -EPERM) && r2 < 0 && r2 != r1 && d1 < d2 &&
+	    !strcmp(s1, s2))
+		goto same;
 	FZ_CHECK(r1 == r2, "result: the undo way %ld, the log %ld", r1, r2);
 	FZ_CHECK(d1 == d2, "ops_completed: the undo way %llu, the log %llu",
 		 (unsigned long long)d1, (unsigned long long)d2);
@@ -74,6 +81,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 		FZ_CHECK(o1[i] == o2[i], "op %zu: the undo way %lld, the log %lld", i,
 			 (long long)o1[i], (long long)o2[i]);
 	FZ_CHECK(r1 < 0 || !strcmp(s1, s2), "the trees differ:\n%s---\n%s", s1, s2);
+same:
 	free(s1);
 	free(s2);
 out:

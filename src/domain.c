@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static int ensure_dir(int dirfd, const char *name, int *created)
 {
@@ -445,6 +446,53 @@ int fx_open(struct fstx_domain *d, const char *p, int flags, mode_t mode)
  * keeping its access (the object's ctime changes).  A crash between the
  * two leaves the object with those bits, nothing else.
  */
+/* Is the caller in group gid (a chmod by it keeps S_ISGID)? */
+static int in_group(gid_t gid)
+{
+	gid_t g[64];
+	int n = getgroups(64, g);
+
+	if (gid == getegid())
+		return 1;
+	for (int i = 0; i < n; i++)
+		if (g[i] == gid)
+			return 1;
+	return 0;
+}
+
+/* May fx_openat_owned() give its owner the bits `need` on object st? */
+static int owner_may_add(const struct stat *st, mode_t need)
+{
+	mode_t m = st->st_mode & 07777;
+
+	return (m & need) != need && st->st_uid == geteuid() &&
+	       (!(m & S_ISGID) || in_group(st->st_gid));
+}
+
+int fx_dir_syncable(struct fstx_domain *d, const char *dir)
+{
+	struct stat st;
+	int r;
+
+	if (geteuid() == 0 || fx_os.faccessat(d->root, *dir ? dir : ".", R_OK) == 0)
+		return 0;
+	if ((r = fx_lstat(d, dir, &st)) < 0)
+		return r;
+	return S_ISDIR(st.st_mode) && owner_may_add(&st, S_IRUSR) ? 0 : -EACCES;
+}
+
+int fx_new_dir_syncable(struct fstx_domain *d, const char *parent, mode_t mode)
+{
+	struct stat st;
+	int r;
+
+	if (geteuid() == 0 || (mode & S_IRUSR))
+		return 0;
+	if ((r = fx_lstat(d, parent, &st)) < 0)
+		return r == -ENOENT ? 0 : r; /* a new one: its own mode, looked at */
+	return (st.st_mode & S_ISGID) && !in_group(st.st_gid) ? -EACCES : 0;
+}
+
 int fx_openat_owned(int dfd, const char *name, int flags, int resolve)
 {
 	int fd = fx_os.openat2(dfd, name, flags, 0, resolve), r;
@@ -456,8 +504,9 @@ int fx_openat_owned(int dfd, const char *name, int flags, int resolve)
 		return fd;
 	if ((r = fx_os.fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW)) == 0) {
 		m = st.st_mode & 07777;
+		/* (a chmod by one outside the group drops S_ISGID for good) */
 		if (!(S_ISREG(st.st_mode) || (S_ISDIR(st.st_mode) && acc == O_RDONLY)) ||
-		    (m & need) == need)
+		    !owner_may_add(&st, need))
 			r = -EACCES; /* not the owner's bits that refuse it */
 	}
 	if (r == 0 && (r = fx_os.fchmodat(dfd, name, m | need)) == 0) {

@@ -153,6 +153,10 @@ int fx_open(struct fstx_domain *d, const char *p, int flags, mode_t mode);
  * directory made 0311); -errno. */
 int fx_open_owned(struct fstx_domain *d, const char *p, int flags);
 int fx_openat_owned(int dfd, const char *name, int flags, int resolve);
+/* May the caller open directory dir to fsync it (fx_openat_owned()), and a
+ * directory of mode it makes in parent?  0 or -EACCES (root: 0). */
+int fx_dir_syncable(struct fstx_domain *d, const char *dir);
+int fx_new_dir_syncable(struct fstx_domain *d, const char *parent, mode_t mode);
 
 /* ---- journal.c ---- */
 enum fx_step_kind {

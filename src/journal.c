@@ -138,6 +138,7 @@
 #include <sys/random.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define J_MAGIC 0x314a5846u /* "FXJ1" little-endian */
 #define J_VERSION 1
@@ -930,6 +931,33 @@ int fx_remove(struct fstx_domain *d, const char *p, int dir, struct fx_syncset *
 	return r == -ENOENT ? 0 : r;
 }
 
+/*
+ * A directory moved to another parent needs its owner's write bit (its
+ * ".." changes), where the rmdir(2) of it and the mkdir(2) of it did not:
+ * for fstx's own moves (into and out of .fstx/trash/ and .fstx/new/),
+ * the owner's bit is added for the rename and the mode put back at the
+ * new name (a crash between leaves the bit set, nothing else).  A rename
+ * the transaction asks for keeps the kernel's answer.
+ */
+static int move_owned(int sfd, const char *sn, int dfd, const char *dn)
+{
+	struct stat st;
+	int r;
+
+	if (fx_os.fstatat(sfd, sn, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
+	    (st.st_mode & S_IWUSR) || st.st_uid != geteuid() ||
+	    ((st.st_mode & S_ISGID) && st.st_gid != getegid()))
+		return -EACCES; /* (a chmod outside the group drops S_ISGID) */
+	if ((r = fx_os.fchmodat(sfd, sn, (st.st_mode & 07777) | S_IWUSR)) < 0)
+		return r == -EPERM ? -EACCES : r;
+	if ((r = fx_os.renameat2(sfd, sn, dfd, dn, RENAME_NOREPLACE)) < 0) {
+		fx_os.fchmodat(sfd, sn, st.st_mode & 07777);
+		return r;
+	}
+	fx_os.fchmodat(dfd, dn, st.st_mode & 07777);
+	return 0;
+}
+
 int fx_move(struct fstx_domain *d, const char *src, const char *dst,
 	    struct fx_syncset *ss)
 {
@@ -945,6 +973,8 @@ int fx_move(struct fstx_domain *d, const char *src, const char *dst,
 		return dfd;
 	}
 	r = fx_os.renameat2(sfd, sn, dfd, dn, RENAME_NOREPLACE);
+	if (r == -EACCES && (fx_under(src, FX_META) || fx_under(dst, FX_META)))
+		r = move_owned(sfd, sn, dfd, dn);
 	if (r == 0) {
 		fx_ss_dir(ss, sfd);
 		fx_ss_dir(ss, dfd);

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_HOPS 40
 
@@ -458,6 +459,10 @@ static int canon(struct plan *P, const char *path, int follow, char **out)
 			r = -ENOENT;
 		else if (!last && n.kind != K_DIR)
 			r = -ENOTDIR;
+		else if (!last && n.state == N_NEW && !(n.mode & S_IXUSR) && geteuid() != 0)
+			r = -EACCES; /* a directory it made that its owner may not
+				      * search: as the kernel (nothing runs in
+				      * it, nor looks in it to roll back) */
 		else
 			r = 0;
 		node_free(&n);
@@ -751,7 +756,7 @@ static int plan_create(struct plan *P, size_t i, const char *p, int kind,
 		       uint32_t stkind, uint32_t mode, const char *src,
 		       const char *aux)
 {
-	struct node n = { .state = N_NEW, .kind = kind, .newid = ++P->newid };
+	struct node n = { .state = N_NEW, .kind = kind, .newid = ++P->newid, .mode = mode };
 	char tmp[64];
 	int r;
 

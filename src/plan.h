@@ -20,6 +20,7 @@ struct node {
 	uint64_t size;   /* N_INIT files */
 	uint64_t nlink;  /* N_INIT: names of the inode (st_nlink) */
 	char *target;    /* K_LINK */
+	uint32_t mode;   /* N_NEW: the mode asked for */
 };
 
 struct ent { char *path; struct node n; };

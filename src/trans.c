@@ -1089,6 +1089,38 @@ static void replan(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 			    .nops = ut->num_ops, .nfds = ut->num_fds };
 }
 
+/*
+ * Every directory whose entries a step changes is fsynced at barrier 2
+ * (and by a rollback): one the caller may not open (a directory of
+ * another user it may write and search but not read, 0733) fails the
+ * transaction here, before anything changed, not at that barrier, where
+ * the rollback would fail the same way and leave the journal hot.
+ * -EACCES at the op of the first such step, else 0.
+ */
+static long dirs_syncable(struct fstx_domain *d, const struct plan *P)
+{
+	char dir[PATH_MAX];
+
+	for (size_t k = 0; k < P->nsteps; k++) {
+		const char *p[2] = { P->steps[k].src, P->steps[k].dst };
+
+		for (int j = 0; j < 2; j++) {
+			const char *sl;
+			int r;
+
+			if (!p[j] || fx_under(p[j], FX_META))
+				continue;
+			sl = strrchr(p[j], '/');
+			snprintf(dir, sizeof(dir), "%.*s", sl ? (int)(sl - p[j]) : 0, p[j]);
+			if ((r = fx_dir_syncable(d, dir)) < 0 && r != -ENOENT) {
+				d->failed_op = (long)P->steps[k].op;
+				return r; /* (ENOENT: made by the transaction) */
+			}
+		}
+	}
+	return 0;
+}
+
 /* PLANNED -> JOURNALED on the undo way; 0, 2 (plan again) or -errno. */
 static long undo_way_begin(struct fstx_domain *d, struct plan *P, int *replanned)
 {
@@ -1101,7 +1133,7 @@ static long undo_way_begin(struct fstx_domain *d, struct plan *P, int *replanned
 	if (r == 2 && (*replanned)++ <= 2)
 		return 2; /* it applied open records (lazy ones, or of writers
 			   * at their barrier): the plan saw the tree before */
-	if ((r = fx_clean_scratch(d)) < 0)
+	if ((r = dirs_syncable(d, P)) < 0 || (r = fx_clean_scratch(d)) < 0)
 		return r;
 	if ((r = prestage(d, P)) < 0) {
 		fx_clean_scratch(d);

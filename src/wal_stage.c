@@ -503,9 +503,10 @@ int fx_w_removal_declined(struct fstx_domain *d, const struct plan *P,
 
 /*
  * W23: may the caller make the change in directory dir (the parent of a
- * name the record adds or removes)?  W_OK and X_OK there, by access(2)
- * with the effective ids (a directory made by the transaction: by the
- * mode it asks).  1: no, or not known.
+ * name the record adds or removes), and open it to fsync it?  R_OK, W_OK
+ * and X_OK there, by access(2) with the effective ids (a directory made
+ * by the transaction: by the mode it asks; fx_openat_owned() opens it).
+ * 1: no, or not known.
  */
 static int dir_refused(struct fstx_domain *d, const struct wname *nm, size_t nnm,
 		       const char *dir)
@@ -513,7 +514,7 @@ static int dir_refused(struct fstx_domain *d, const struct wname *nm, size_t nnm
 	int r = fx_os.faccessat(d->root, *dir ? dir : ".", W_OK | X_OK);
 
 	if (r != -ENOENT)
-		return r != 0;
+		return r != 0 || fx_dir_syncable(d, dir) != 0;
 	for (size_t k = 0; k < nnm; k++)
 		if (nm[k].kind == W_MKDIR && nm[k].path && !strcmp(nm[k].path, dir))
 			return (nm[k].mode & (S_IWUSR | S_IXUSR)) != (S_IWUSR | S_IXUSR);
@@ -557,7 +558,19 @@ int fx_w_perm_declined(struct fstx_domain *d, const struct plan *P,
 
 		if (!w->path || parent_refused(d, nm, nnm, w->path))
 			return 1;
+		if (w->kind == W_MKDIR) { /* fsynced at the checkpoint */
+			const char *sl = strrchr(w->path, '/');
+			char par[PATH_MAX];
+
+			snprintf(par, sizeof(par), "%.*s", sl ? (int)(sl - w->path) : 0, w->path);
+			if (fx_new_dir_syncable(d, par, w->mode))
+				return 1;
+		}
 		if (w->kind == W_MOVE && parent_refused(d, nm, nnm, w->stage))
+			return 1;
+		/* a link to another's file: protected_hardlinks may refuse it */
+		if (w->kind == W_LINK && !w->link_of &&
+		    (fx_lstat(d, w->stage, &st) < 0 || st.st_uid != geteuid()))
 			return 1;
 		if (w->kind != W_UNLINK && w->kind != W_MOVE)
 			continue;
@@ -579,14 +592,23 @@ int fx_w_perm_declined(struct fstx_domain *d, const struct plan *P,
 			return 1;
 	}
 	for (size_t i = 0; i < P->nops; i++) {
+		const __s64 *a = P->ops[i].args;
 		uint32_t op = (uint32_t)P->ops[i].op;
 		int64_t obj = P->pops[i].obj;
+		int x = op == BTRFS_IOC_UT_OP_SETXATTR || op == BTRFS_IOC_UT_OP_REMOVEXATTR;
 
-		if ((op != BTRFS_IOC_UT_OP_SETXATTR && op != BTRFS_IOC_UT_OP_REMOVEXATTR) ||
-		    fx_pop_dead(P, i))
+		if (fx_pop_dead(P, i))
 			continue;
-		if (obj > 0 && fx_os.faccessat(d->root, P->pops[i].cpath, W_OK))
+		/* an object of the tree it changes: replay opens it to write,
+		 * the checkpoint to fsync */
+		if (obj > 0 && P->pops[i].cpath &&
+		    (x || op == BTRFS_IOC_UT_OP_TRUNCATE ||
+		     (op == BTRFS_IOC_UT_OP_OPEN && ((a[1] & O_ACCMODE) != O_RDONLY ||
+						     (a[1] & O_TRUNC)))) &&
+		    fx_os.faccessat(d->root, P->pops[i].cpath, R_OK | W_OK))
 			return 1;
+		if (!x)
+			continue;
 		for (size_t k = 0; obj < 0 && k < nnm; k++) /* new: by its mode */
 			if ((nm[k].kind == W_NEWF || nm[k].kind == W_MKDIR) &&
 			    P->pops[nm[k].op].obj == obj && !(nm[k].mode & S_IWUSR))
