@@ -204,6 +204,11 @@ static int os_faccessat(int dirfd, const char *path, int mode)
 	RET(faccessat(dirfd, path, mode, AT_EACCESS));
 }
 
+static int os_statx(int dirfd, const char *path, unsigned mask, struct statx *stx)
+{
+	RET(statx(dirfd, path, AT_SYMLINK_NOFOLLOW, mask, stx));
+}
+
 static ssize_t os_flistxattr(int fd, char *list, size_t len)
 {
 	RET(flistxattr(fd, list, len));
@@ -400,6 +405,7 @@ int fx_asprintf(char **out, const char *fmt, ...)
 	.ftruncate = os_ftruncate, \
 	.fchmodat = os_fchmodat, \
 	.faccessat = os_faccessat, \
+	.statx = os_statx, \
 	.fstat = os_fstat, \
 	.fstatat = os_fstatat, \
 	.fstatvfs = os_fstatvfs, \

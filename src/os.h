@@ -19,6 +19,8 @@
 #include <sys/statvfs.h>
 #include <sys/vfs.h>
 
+struct statx;
+
 struct fx_os {
 	/* resolve: RESOLVE_* bits for openat2(2) */
 	int (*openat2)(int dirfd, const char *path, int flags, mode_t mode,
@@ -46,6 +48,8 @@ struct fx_os {
 	int (*fchmodat)(int dirfd, const char *name, mode_t mode);
 	/* access(2) of path in dirfd with the effective ids (AT_EACCESS) */
 	int (*faccessat)(int dirfd, const char *path, int mode);
+	/* statx(2) of path in dirfd, not following a last symlink */
+	int (*statx)(int dirfd, const char *path, unsigned mask, struct statx *stx);
 	int (*fstat)(int fd, struct stat *st);
 	int (*fstatat)(int dirfd, const char *name, struct stat *st, int flags);
 	int (*fstatvfs)(int fd, struct statvfs *st);

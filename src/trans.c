@@ -353,7 +353,9 @@ static int with_path_fd(struct exec *X, const struct btrfs_ioctl_usertrans_op *o
 			const struct pop *po)
 {
 	int wr = op->op == BTRFS_IOC_UT_OP_TRUNCATE;
-	int fd = fx_open(X->d, po->cpath, (wr ? O_WRONLY : O_RDONLY) | O_NONBLOCK, 0);
+	/* (an xattr op needs no read access, as setxattr(2) by path) */
+	int fd = wr ? fx_open(X->d, po->cpath, O_WRONLY | O_NONBLOCK, 0) :
+		      fx_open_owned(X->d, po->cpath, O_RDONLY | O_NONBLOCK);
 	int r;
 
 	if (fd < 0)

@@ -494,7 +494,10 @@
  *      opened again for their data and their fsyncs by adding the
  *      owner's bits for the open (domain.c fx_open_owned()).
  *      wal_stage.c fx_w_perm_declined(); cli.bats "run without
- *      privilege".
+ *      privilege".  An object or directory whose names or xattrs a record
+ *      changes that is immutable or append-only (chattr +i, +a: EPERM to
+ *      root too) sends any caller's transaction the undo way
+ *      (names_locked(); cli.bats "an immutable or append-only object").
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to

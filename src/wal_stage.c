@@ -537,19 +537,76 @@ static int parent_refused(struct fstx_domain *d, const struct wname *nm, size_t 
 	return dir_refused(d, nm, nnm, dir);
 }
 
+/* W23: the parent directory of path p, into buf ("" the root). */
+static const char *parent_of(const char *p, char buf[PATH_MAX])
+{
+	const char *slash = strrchr(p, '/');
+
+	snprintf(buf, PATH_MAX, "%.*s", slash ? (int)(slash - p) : 0, p);
+	return buf;
+}
+
+/* W23: is the object at p immutable or append-only (chattr +i, +a), which
+ * refuse its names and xattrs to root too?  1 yes or not known, 0 no or
+ * absent (made by the transaction). */
+static int attr_locked(struct fstx_domain *d, const char *p)
+{
+	struct statx x;
+	int r = fx_os.statx(d->root, *p ? p : ".", 0, &x);
+
+	if (r == -ENOENT)
+		return 0;
+	return r < 0 || (x.stx_attributes & x.stx_attributes_mask &
+			 (STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND));
+}
+
+/* W23: does a flag of the objects or directories entry w changes refuse it? */
+static int names_locked(struct fstx_domain *d, const struct wname *w)
+{
+	char buf[PATH_MAX];
+
+	switch (w->kind) {
+	case W_UNLINK:
+		return attr_locked(d, w->path) || attr_locked(d, parent_of(w->path, buf));
+	case W_MOVE:
+		return attr_locked(d, w->stage) || attr_locked(d, parent_of(w->stage, buf)) ||
+		       attr_locked(d, parent_of(w->path, buf));
+	case W_LINK:
+		return (!w->link_of && attr_locked(d, w->stage)) ||
+		       attr_locked(d, parent_of(w->path, buf));
+	case W_SWAP:
+		return attr_locked(d, w->path) || attr_locked(d, w->stage) ||
+		       attr_locked(d, parent_of(w->path, buf));
+	default:
+		return w->path && attr_locked(d, parent_of(w->path, buf));
+	}
+}
+
 /*
  * W23: what the log applies after its barrier must not fail for want of
  * permission, which no prediction covers (it would roll forward for ever,
- * and every later transaction fail): a caller other than root takes the
- * undo way, which meets the kernel's error and rolls back, where a name
- * the record adds or removes lies in a directory it may not write or
- * search, or in a sticky one, a directory it moves to another or into
- * .fstx/wnew/ (rmdir) refuses it write (its ".." changes), or an xattr op
- * changes an object of the tree it may not write.  1: take the undo way.
+ * and every later transaction fail): a transaction takes the undo way
+ * where an object or directory whose names or xattrs it changes is
+ * immutable or append-only (names_locked()); a caller other than root
+ * also where a name the record adds or removes lies in a directory it
+ * may not write, search or open to fsync, or in a sticky one, where a
+ * directory it moves to another or into .fstx/wnew/ (rmdir) refuses it
+ * write (its ".." changes), where it links another's file, or where an
+ * op changes an object of the tree it may not read and write.  The undo
+ * way meets the kernel's error and rolls back.  1: take the undo way.
  */
 int fx_w_perm_declined(struct fstx_domain *d, const struct plan *P,
 		       const struct wname *nm, size_t nnm)
 {
+	for (size_t k = 0; k < nnm; k++)
+		if (names_locked(d, &nm[k]))
+			return 1;
+	for (size_t i = 0; i < P->nops; i++)
+		if ((P->ops[i].op == BTRFS_IOC_UT_OP_SETXATTR ||
+		     P->ops[i].op == BTRFS_IOC_UT_OP_REMOVEXATTR) &&
+		    !fx_pop_dead(P, i) && P->pops[i].obj > 0 && P->pops[i].cpath &&
+		    attr_locked(d, P->pops[i].cpath))
+			return 1;
 	if (geteuid() == 0)
 		return 0; /* CAP_DAC_OVERRIDE, as a rule */
 	for (size_t k = 0; k < nnm; k++) {

@@ -14,6 +14,7 @@ setup() {
 teardown() {
 	touch "$TX/go" # releases a reader a failed test left waiting
 	wait
+	chattr -R -i -a "$D" 2>/dev/null || true # a failed test's flags
 	rm -rf "$D" "$TX"
 }
 
@@ -458,6 +459,33 @@ T
 	run nobody "$TX/fstx" run "$D" "$TX/ok.tx"
 	[ "$status" -eq 0 ]
 	[ "$(cat "$D/w/g")" = "ok" ]
+}
+
+@test "run: an immutable or append-only object fails its op with EPERM, and the domain goes on" {
+	command -v chattr >/dev/null || skip "chattr missing"
+	mkdir "$D/ad"
+	printf 'h\n' > "$D/ad/h"
+	mkdomain
+	chattr +i "$D/a" 2>/dev/null || skip "no immutable flag on this filesystem"
+	chattr +a "$D/ad" 2>/dev/null || { chattr -i "$D/a"; skip "no append-only flag"; }
+	before=$(snap)
+	res=()
+	for t in 'unlink a' 'rename a a2' 'setxattr a user.k "v"' 'link a a3' 'unlink ad/h'; do
+		printf "write old \"x\"\n$t\n" > "$TX/p.tx"
+		rc=0
+		"$FSTX" run "$D" "$TX/p.tx" --json > "$TX/out" 2>&1 || rc=$?
+		res+=("$rc $(grep -o '"errno":"[A-Z]*"' "$TX/out") $([ "$(snap)" = "$before" ] && echo same)")
+	done
+	printf 'write ad/new "n"\n' > "$TX/ok.tx"
+	ok=0
+	"$FSTX" run "$D" "$TX/ok.tx" || ok=$?
+	chattr -i "$D/a"
+	chattr -a "$D/ad"
+	for r in "${res[@]}"; do
+		[ "$r" = '1 "errno":"EPERM" same' ]
+	done
+	[ "$ok" -eq 0 ]
+	[ "$(cat "$D/ad/new")" = "n" ]
 }
 
 @test "option wal: an in-place overwrite commits with one fdatasync; recover checkpoints" {

@@ -74,8 +74,21 @@ static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
 	return remove(p) < 0 && errno != ENOENT ? -1 : 0;
 }
 
+/* Give directories their owner's bits first (without privilege, a test
+ * may leave one its owner may not list or enter). */
+static int unlock_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)f;
+	if (flag == FTW_D || flag == FTW_DNR)
+		chmod(p, (st->st_mode & 07777) | S_IRWXU);
+	return 0;
+}
+
 void t_rmtree(const char *path)
 {
+	if (geteuid() != 0)
+		for (int k = 0; k < 8; k++) /* each pass reaches one level deeper */
+			nftw(path, unlock_one, 64, FTW_PHYS);
 	nftw(path, rm_one, 64, FTW_DEPTH | FTW_PHYS);
 }
 
