@@ -520,6 +520,27 @@ int fx_openat_owned(int dfd, const char *name, int flags, int resolve)
 	return r == -EPERM ? -EACCES : r; /* not its owner: the open's error */
 }
 
+long fx_setgid_group(struct fstx_domain *d, const char *dir)
+{
+	struct stat st;
+
+	if (fx_lstat(d, dir, &st) < 0 || !S_ISDIR(st.st_mode) || !(st.st_mode & S_ISGID))
+		return -1;
+	return (long)st.st_gid;
+}
+
+void fx_take_group(int dfd, const char *name, long gid, int isdir)
+{
+	struct stat st;
+
+	if (gid < 0 || fx_os.fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return;
+	if (st.st_gid != (gid_t)gid && fx_os.fchgrpat(dfd, name, (gid_t)gid) < 0)
+		return; /* not a member of that group: left as it is */
+	if (isdir && !(st.st_mode & S_ISGID))
+		fx_os.fchmodat(dfd, name, (st.st_mode & 07777) | S_ISGID);
+}
+
 int fx_open_owned(struct fstx_domain *d, const char *p, int flags)
 {
 	const char *name;

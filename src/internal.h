@@ -157,6 +157,16 @@ int fx_openat_owned(int dfd, const char *name, int flags, int resolve);
  * directory of mode it makes in parent?  0 or -EACCES (root: 0). */
 int fx_dir_syncable(struct fstx_domain *d, const char *dir);
 int fx_new_dir_syncable(struct fstx_domain *d, const char *parent, mode_t mode);
+/*
+ * New objects are made in staging (.fstx/new/, .fstx/wnew/), not in the
+ * directory that shows them, so they do not take what mkdir(2), open(2)
+ * and symlink(2) give an object made in a setgid directory: its group,
+ * and to a directory S_ISGID too.  fx_setgid_group(): the group directory
+ * dir passes on (-1 none); fx_take_group(): give it to the staged object
+ * name in dfd (best effort: a caller outside that group may not).
+ */
+long fx_setgid_group(struct fstx_domain *d, const char *dir);
+void fx_take_group(int dfd, const char *name, long gid, int isdir);
 
 /* ---- journal.c ---- */
 enum fx_step_kind {

@@ -199,6 +199,11 @@ static int os_fchmodat(int dirfd, const char *name, mode_t mode)
 	RET(fchmodat(dirfd, name, mode, 0));
 }
 
+static int os_fchgrpat(int dirfd, const char *name, gid_t gid)
+{
+	RET(fchownat(dirfd, name, (uid_t)-1, gid, AT_SYMLINK_NOFOLLOW));
+}
+
 static int os_faccessat(int dirfd, const char *path, int mode)
 {
 	RET(faccessat(dirfd, path, mode, AT_EACCESS));
@@ -404,6 +409,7 @@ int fx_asprintf(char **out, const char *fmt, ...)
 	.writeback = os_writeback, \
 	.ftruncate = os_ftruncate, \
 	.fchmodat = os_fchmodat, \
+	.fchgrpat = os_fchgrpat, \
 	.faccessat = os_faccessat, \
 	.statx = os_statx, \
 	.fstat = os_fstat, \

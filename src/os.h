@@ -46,6 +46,8 @@ struct fx_os {
 	/* chmod of name in dirfd (which may be O_PATH), not following a
 	 * symlink's target's name: the caller has seen a regular file */
 	int (*fchmodat)(int dirfd, const char *name, mode_t mode);
+	/* lchown(2) of name in dirfd: the group only */
+	int (*fchgrpat)(int dirfd, const char *name, gid_t gid);
 	/* access(2) of path in dirfd with the effective ids (AT_EACCESS) */
 	int (*faccessat)(int dirfd, const char *path, int mode);
 	/* statx(2) of path in dirfd, not following a last symlink */

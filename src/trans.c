@@ -262,20 +262,57 @@ static int prestage_one(struct fstx_domain *d, const struct fx_step *s,
 	return r;
 }
 
+/*
+ * The group a setgid directory passes on to step k's new object, made in
+ * the parent of the name its next step (MOVE) gives it: of the tree, or
+ * of a new directory made before it (gids[], per new object; -1 none).
+ */
+static long new_group(struct fstx_domain *d, const struct plan *P, size_t k, const long *gids)
+{
+	const struct fx_step *mv = k + 1 < P->nsteps ? &P->steps[k + 1] : NULL;
+	const char *sl;
+	char par[PATH_MAX];
+
+	if (!mv || mv->kind != FX_ST_MOVE || strcmp(mv->src, P->steps[k].dst))
+		return -1;
+	sl = strrchr(mv->dst, '/');
+	snprintf(par, sizeof(par), "%.*s", sl ? (int)(sl - mv->dst) : 0, mv->dst);
+	for (size_t j = 0; j < k; j++)
+		if (P->steps[j].kind == FX_ST_MKDIR && j + 1 < P->nsteps &&
+		    P->steps[j + 1].kind == FX_ST_MOVE && !strcmp(P->steps[j + 1].dst, par))
+			return gids[P->steps[j].newid];
+	return fx_setgid_group(d, par);
+}
+
 static int prestage(struct fstx_domain *d, struct plan *P)
 {
 	uint64_t *ids = fx_calloc((size_t)P->newid + 1, sizeof(*ids));
+	long *gids = fx_calloc((size_t)P->newid + 1, sizeof(*gids));
 	int r = 0;
 
-	if (!ids)
+	if (!ids || !gids) {
+		free(ids);
+		free(gids);
 		return -ENOMEM;
+	}
 	for (size_t k = 0; k < P->nsteps && r == 0; k++) {
 		struct fx_step *s = &P->steps[k];
+		const char *name;
+		int dfd;
 
-		if ((s->kind == FX_ST_MKFILE || s->kind == FX_ST_MKDIR ||
-		     s->kind == FX_ST_SYMLINK) && s->newid > 0 && s->newid <= P->newid)
-			r = prestage_one(d, s, &ids[s->newid]);
+		if (!(s->kind == FX_ST_MKFILE || s->kind == FX_ST_MKDIR ||
+		      s->kind == FX_ST_SYMLINK) || s->newid <= 0 || s->newid > P->newid)
+			continue;
+		if ((r = prestage_one(d, s, &ids[s->newid])) < 0)
+			break;
+		/* made in .fstx/new/: the group its directory would give it */
+		if ((gids[s->newid] = new_group(d, P, k, gids)) >= 0 &&
+		    (dfd = fx_parent(d, s->dst, &name)) >= 0) {
+			fx_take_group(dfd, name, gids[s->newid], s->kind == FX_ST_MKDIR);
+			fx_os.close(dfd);
+		}
 	}
+	free(gids);
 	for (size_t k = 0; k < P->nsteps && r == 0; k++) {
 		struct fx_step *s = &P->steps[k];
 

@@ -101,7 +101,10 @@
  *      are made in it under their own names (staged as
  *      .fstx/wnew/SALT-OFFSET-STEP/NAME; one whose staged name would pass
  *      W_NAME_MAX bytes is staged alone), so that one rename puts them all
- *      in place (fx_w_batch_dirs(); test_wal names_dir_batch).  After the
+ *      in place (fx_w_batch_dirs(); test_wal names_dir_batch).  A staged
+ *      object takes the group of a setgid directory it lands in (and a
+ *      directory S_ISGID), as the kernel gives one made there
+ *      (fx_w_inherit_groups(); cli.bats "setgid directory").  After the
  *      barrier (W4) removed names are renamed to
  *      .fstx/wnew/SALT-OFFSET-STEP too, where their objects live until the
  *      checkpoint (W6), so that no inode number a record names is reused
@@ -1584,6 +1587,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		goto out;
 	}
 	fx_w_link_inodes(nm, nnm); /* W16: new files' links, once staged */
+	fx_w_inherit_groups(d, nm, nnm);
 	if ((r = fx_w_final_paths(P, tgt, ino, nm, nnm, fpath, fown)) != 0)
 		goto out; /* 1: a path too long for an entry, the undo way */
 	assert_inodes(d, P, ino);

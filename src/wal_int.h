@@ -143,6 +143,8 @@ struct wname {
 	size_t op;              /* the op that creates it */
 	size_t link_of;         /* W_LINK of a new file (W16): 1 + the index
 				 * of its W_NEWF entry, else 0 */
+	long ggid;              /* W_MKDIR, W_NEWF, W_SYMLINK: the group its
+				 * setgid parent passes on, else -1 */
 };
 
 /* A pwrite staged in a file of its own (W13), per op: fd -1 if not. */
@@ -303,6 +305,8 @@ const char *fx_w_moved_to(const struct wname *nm, size_t nnm, uint64_t ino);
 void fx_w_unstage(struct fstx_domain *d, struct wname *nm, size_t nnm);
 void fx_w_free_stages(struct wname *nm, size_t cap);
 struct wname *fx_w_name_of_op(struct wname *nm, size_t nnm, size_t op);
+/* W2: the staged objects take the group of their setgid parents. */
+void fx_w_inherit_groups(struct fstx_domain *d, struct wname *nm, size_t nnm);
 /* W23: would the caller's permissions fail the record after its barrier? */
 int fx_w_perm_declined(struct fstx_domain *d, const struct plan *P,
 		       const struct wname *nm, size_t nnm);

@@ -440,6 +440,60 @@ int fx_w_stage_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm)
 	return 0;
 }
 
+/* W2, W23: the parent directory of path p, into buf ("" the root). */
+static const char *parent_of(const char *p, char buf[PATH_MAX])
+{
+	const char *slash = strrchr(p, '/');
+
+	snprintf(buf, PATH_MAX, "%.*s", slash ? (int)(slash - p) : 0, p);
+	return buf;
+}
+
+/*
+ * W2: an object staged in .fstx/wnew/ takes, as mkdir(2), open(2) and
+ * symlink(2) would have given it in its directory, the group of a setgid
+ * directory it is made in (a directory S_ISGID too): that of the tree, or
+ * of a new directory that took one (made in place, which the kernel does,
+ * or staged; W_MKDIR entries come first, parents first).  Best effort.
+ */
+void fx_w_inherit_groups(struct fstx_domain *d, struct wname *nm, size_t nnm)
+{
+	char par[PATH_MAX], last[PATH_MAX] = "";
+	long lastgid = -1;
+	int have = 0;
+
+	for (size_t k = 0; k < nnm; k++) {
+		struct wname *w = &nm[k];
+		const char *n;
+		size_t j;
+		int dfd;
+
+		w->ggid = -1;
+		if ((w->kind != W_NEWF && w->kind != W_SYMLINK && w->kind != W_MKDIR) || !w->path)
+			continue;
+		parent_of(w->path, par);
+		for (j = 0; j < k; j++)
+			if (nm[j].kind == W_MKDIR && nm[j].path && !strcmp(nm[j].path, par))
+				break;
+		if (j < k) {
+			w->ggid = nm[j].ggid;
+		} else {
+			if (!have || strcmp(par, last)) {
+				lastgid = fx_setgid_group(d, par);
+				memcpy(last, par, strlen(par) + 1);
+				have = 1;
+			}
+			w->ggid = lastgid;
+		}
+		if (w->ggid < 0 || (w->kind == W_MKDIR && !*w->stage))
+			continue; /* none, or made in place: the kernel's */
+		if ((dfd = fx_parent(d, w->stage, &n)) < 0)
+			continue;
+		fx_take_group(dfd, n, w->ggid, w->kind == W_MKDIR);
+		fx_os.close(dfd);
+	}
+}
+
 /* An open for reading (of a clone's source, W19: staged before the
  * record, so the removal after the barrier does not touch what it read). */
 static int reads_only(const struct btrfs_ioctl_usertrans_op *op)
@@ -535,15 +589,6 @@ static int parent_refused(struct fstx_domain *d, const struct wname *nm, size_t 
 	memcpy(dir, p, (size_t)(slash - p));
 	dir[slash - p] = 0;
 	return dir_refused(d, nm, nnm, dir);
-}
-
-/* W23: the parent directory of path p, into buf ("" the root). */
-static const char *parent_of(const char *p, char buf[PATH_MAX])
-{
-	const char *slash = strrchr(p, '/');
-
-	snprintf(buf, PATH_MAX, "%.*s", slash ? (int)(slash - p) : 0, p);
-	return buf;
 }
 
 /* W23: is the object at p immutable or append-only (chattr +i, +a), which

@@ -344,6 +344,7 @@ T
 	cp "$FSTX" "$TX/fstx"
 	chmod 755 "$TX/fstx"
 	nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$@"; }
+	nobody test -x "$D" || skip "$D is out of an unprivileged user's reach (a 0700 parent)"
 	printf -- '-setxattr a trusted. "x"\n-removexattr a security.\n-setxattr ro user. "x"\n' > "$TX/x.tx"
 	printf -- '-removexattr a user.\nwrite n "new"\n-setxattr n trusted. "x"\n-removexattr n user.\n' >> "$TX/x.tx"
 	printf -- 'open 0 r O_WRONLY|O_CREAT 0444\n-setxattr r user. "x"\n' >> "$TX/x.tx"
@@ -374,6 +375,7 @@ T
 	cp "$FSTX" "$TX/fstx"
 	chmod 755 "$TX/fstx"
 	nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$@"; }
+	nobody test -x "$D" || skip "$D is out of an unprivileged user's reach (a 0700 parent)"
 	# two directory renames: the undo way, which opens its staged file again
 	printf 'open 0 obj O_WRONLY|O_CREAT 0444\npwrite 0 "object" 0\nrename cur prev\nrename new cur\n' > "$TX/u.tx"
 	printf 'open 1 obj3 O_WRONLY|O_CREAT 0060\npwrite 1 "three" 0\n' >> "$TX/u.tx"
@@ -406,6 +408,7 @@ T
 	cp "$FSTX" "$TX/fstx"
 	chmod 755 "$TX/fstx"
 	nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$@"; }
+	nobody test -x "$D" || skip "$D is out of an unprivileged user's reach (a 0700 parent)"
 	printf 'mkdir e2 0355\nopen 0 e2/f O_WRONLY|O_CREAT\npwrite 0 "x" 0\nmkdir e3 0311\n' > "$TX/m.tx"
 	printf 'open 1 w O_WRONLY|O_CREAT 0200\npwrite 1 "w" 0\n' >> "$TX/m.tx"
 	printf 'rmdir e3\nrmdir ro5\n' > "$TX/r.tx"
@@ -442,6 +445,7 @@ T
 	cp "$FSTX" "$TX/fstx"
 	chmod 755 "$TX/fstx"
 	nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$@"; }
+	nobody test -x "$D" || skip "$D is out of an unprivileged user's reach (a 0700 parent)"
 	before=$(snap)
 	for t in 'unlink rod/f' 'rename rod/f w/f' 'open 0 rod/new O_WRONLY|O_CREAT' \
 		 'setxattr ro user.x "1"' 'open 0 n O_WRONLY|O_CREAT 0444\nsetxattr n user.x "1"' \
@@ -486,6 +490,28 @@ T
 	done
 	[ "$ok" -eq 0 ]
 	[ "$(cat "$D/ad/new")" = "n" ]
+}
+
+@test "run: new objects in a setgid directory take its group, both ways" {
+	getent group nogroup >/dev/null || skip "no group nogroup"
+	mkdir "$D/g"
+	chgrp nogroup "$D/g"
+	chmod 2775 "$D/g"
+	mkdomain
+	# the log (new file, symlink, directories made in place and staged)
+	printf 'write g/f "x"\nmkdir g/d\nmkdir g/e\nwrite g/e/x "1"\nsymlink f g/l\n' > "$TX/a.tx"
+	# the undo way (a directory renamed beside names under it)
+	printf 'write g/f3 "x"\nmkdir g/d3\nwrite g/d3/y "y"\nrename g/d g/dd\nrename g g2\n' > "$TX/b.tx"
+	run "$FSTX" run "$D" "$TX/a.tx"
+	[ "$status" -eq 0 ]
+	run "$FSTX" run "$D" "$TX/b.tx"
+	[ "$status" -eq 0 ]
+	for p in f l e e/x dd d3 d3/y f3; do
+		[ "$(stat -c %G "$D/g2/$p")" = nogroup ]
+	done
+	for p in e dd d3; do
+		[ -g "$D/g2/$p" ]
+	done
 }
 
 @test "option wal: an in-place overwrite commits with one fdatasync; recover checkpoints" {

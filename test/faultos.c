@@ -80,6 +80,7 @@ W(fsetxattr, int, (int fd, const char *n, const void *v, size_t l, int f), (fd, 
 W(fremovexattr, int, (int fd, const char *n), (fd, n))
 W(fchmodat, int, (int d, const char *n, mode_t m), (d, n, m))
 W(faccessat, int, (int d, const char *p, int m), (d, p, m))
+W(fchgrpat, int, (int d, const char *n, gid_t gid), (d, n, gid))
 W(statx, int, (int d, const char *p, unsigned m, struct statx *x), (d, p, m, x))
 W(flistxattr, ssize_t, (int fd, char *l, size_t n), (fd, l, n))
 W(ficlonerange, int, (int a, int b, uint64_t c, uint64_t d, uint64_t e), (a, b, c, d, e))
@@ -178,7 +179,7 @@ void fo_install(enum fo_mode mode, long at, int err)
 	S(openat2); S(close); S(read); S(pread); S(pwrite); S(fsync);
 	S(fdatasync); S(syncfs); S(writeback); S(ftruncate); S(fstat); S(fstatat); S(fstatvfs); S(fstatfs);
 	S(renameat2); S(unlinkat); S(mkdirat); S(symlinkat); S(linkat);
-	S(readlinkat); S(fgetxattr); S(fsetxattr); S(fremovexattr); S(fchmodat); S(faccessat); S(statx);
+	S(readlinkat); S(fgetxattr); S(fsetxattr); S(fremovexattr); S(fchmodat); S(faccessat); S(statx); S(fchgrpat);
 	S(flistxattr); S(ficlonerange); S(copy_file_range); S(flock);
 	S(lock_range);
 	S(getdents); S(dup); S(boot_id); S(mount_id); S(map_ro); S(unmap); S(realloc);

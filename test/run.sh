@@ -8,6 +8,7 @@ set -u
 B=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fstx-check-XXXXXX")
+chmod 711 "$WORK" # cli.bats runs some tests as an unprivileged user beneath it
 total_pass=0 total_fail=0 total_skip=0
 summary=()
 
