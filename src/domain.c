@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -518,6 +519,14 @@ int fx_openat_owned(int dfd, const char *name, int flags, int resolve)
 		}
 	}
 	return r == -EPERM ? -EACCES : r; /* not its owner: the open's error */
+}
+
+const char *fx_dirname(const char *p, char *buf)
+{
+	const char *slash = strrchr(p, '/');
+
+	snprintf(buf, PATH_MAX, "%.*s", slash ? (int)(slash - p) : 0, p);
+	return buf;
 }
 
 long fx_setgid_group(struct fstx_domain *d, const char *dir)

@@ -147,6 +147,8 @@ int fx_mark_any(struct fstx_domain *d);
 /* Open the parent directory of canonical path p (O_PATH); *name = last part. */
 int fx_parent(struct fstx_domain *d, const char *p, const char **name);
 int fx_lstat(struct fstx_domain *d, const char *p, struct stat *st);
+/* The parent directory of canonical path p, into buf ("" the root). */
+const char *fx_dirname(const char *p, char *buf); /* buf: PATH_MAX bytes */
 int fx_open(struct fstx_domain *d, const char *p, int flags, mode_t mode);
 /* fx_open() (openat2()) of a regular file or directory, also where its
  * mode refuses its owner that access (a new file made read-only, a

@@ -270,13 +270,11 @@ static int prestage_one(struct fstx_domain *d, const struct fx_step *s,
 static long new_group(struct fstx_domain *d, const struct plan *P, size_t k, const long *gids)
 {
 	const struct fx_step *mv = k + 1 < P->nsteps ? &P->steps[k + 1] : NULL;
-	const char *sl;
 	char par[PATH_MAX];
 
 	if (!mv || mv->kind != FX_ST_MOVE || strcmp(mv->src, P->steps[k].dst))
 		return -1;
-	sl = strrchr(mv->dst, '/');
-	snprintf(par, sizeof(par), "%.*s", sl ? (int)(sl - mv->dst) : 0, mv->dst);
+	fx_dirname(mv->dst, par);
 	for (size_t j = 0; j < k; j++)
 		if (P->steps[j].kind == FX_ST_MKDIR && j + 1 < P->nsteps &&
 		    P->steps[j + 1].kind == FX_ST_MOVE && !strcmp(P->steps[j + 1].dst, par))
@@ -1144,14 +1142,11 @@ static long dirs_syncable(struct fstx_domain *d, const struct plan *P)
 		const char *p[2] = { P->steps[k].src, P->steps[k].dst };
 
 		for (int j = 0; j < 2; j++) {
-			const char *sl;
 			int r;
 
 			if (!p[j] || fx_under(p[j], FX_META))
 				continue;
-			sl = strrchr(p[j], '/');
-			snprintf(dir, sizeof(dir), "%.*s", sl ? (int)(sl - p[j]) : 0, p[j]);
-			if ((r = fx_dir_syncable(d, dir)) < 0 && r != -ENOENT) {
+			if ((r = fx_dir_syncable(d, fx_dirname(p[j], dir))) < 0 && r != -ENOENT) {
 				d->failed_op = (long)P->steps[k].op;
 				return r; /* (ENOENT: made by the transaction) */
 			}

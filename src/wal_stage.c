@@ -440,15 +440,6 @@ int fx_w_stage_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm)
 	return 0;
 }
 
-/* W2, W23: the parent directory of path p, into buf ("" the root). */
-static const char *parent_of(const char *p, char buf[PATH_MAX])
-{
-	const char *slash = strrchr(p, '/');
-
-	snprintf(buf, PATH_MAX, "%.*s", slash ? (int)(slash - p) : 0, p);
-	return buf;
-}
-
 /*
  * W2: an object staged in .fstx/wnew/ takes, as mkdir(2), open(2) and
  * symlink(2) would have given it in its directory, the group of a setgid
@@ -471,7 +462,7 @@ void fx_w_inherit_groups(struct fstx_domain *d, struct wname *nm, size_t nnm)
 		w->ggid = -1;
 		if ((w->kind != W_NEWF && w->kind != W_SYMLINK && w->kind != W_MKDIR) || !w->path)
 			continue;
-		parent_of(w->path, par);
+		fx_dirname(w->path, par);
 		for (j = 0; j < k; j++)
 			if (nm[j].kind == W_MKDIR && nm[j].path && !strcmp(nm[j].path, par))
 				break;
@@ -575,20 +566,13 @@ static int dir_refused(struct fstx_domain *d, const struct wname *nm, size_t nnm
 	return 1; /* under a directory the transaction moves: not looked at */
 }
 
-/* W23: the parent of path p refused (dir_refused()); 1 past PATH_MAX. */
+/* W23: the parent of path p refused (dir_refused()). */
 static int parent_refused(struct fstx_domain *d, const struct wname *nm, size_t nnm,
 			  const char *p)
 {
-	const char *slash = strrchr(p, '/');
 	char dir[PATH_MAX];
 
-	if (!slash)
-		return dir_refused(d, nm, nnm, "");
-	if ((size_t)(slash - p) >= sizeof(dir))
-		return 1;
-	memcpy(dir, p, (size_t)(slash - p));
-	dir[slash - p] = 0;
-	return dir_refused(d, nm, nnm, dir);
+	return dir_refused(d, nm, nnm, fx_dirname(p, dir));
 }
 
 /* W23: is the object at p immutable or append-only (chattr +i, +a), which
@@ -605,25 +589,33 @@ static int attr_locked(struct fstx_domain *d, const char *p)
 			 (STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND));
 }
 
-/* W23: does a flag of the objects or directories entry w changes refuse it? */
-static int names_locked(struct fstx_domain *d, const struct wname *w)
+/* W23: does a flag of the objects or directories entry w changes refuse it?
+ * last: the directory of the new name before it, found not locked ("/"
+ * none), which the next new names in it (a hundred new files in one
+ * directory) do not look at again. */
+static int names_locked(struct fstx_domain *d, const struct wname *w, char last[PATH_MAX])
 {
 	char buf[PATH_MAX];
 
 	switch (w->kind) {
 	case W_UNLINK:
-		return attr_locked(d, w->path) || attr_locked(d, parent_of(w->path, buf));
+		return attr_locked(d, w->path) || attr_locked(d, fx_dirname(w->path, buf));
 	case W_MOVE:
-		return attr_locked(d, w->stage) || attr_locked(d, parent_of(w->stage, buf)) ||
-		       attr_locked(d, parent_of(w->path, buf));
+		return attr_locked(d, w->stage) || attr_locked(d, fx_dirname(w->stage, buf)) ||
+		       attr_locked(d, fx_dirname(w->path, buf));
 	case W_LINK:
 		return (!w->link_of && attr_locked(d, w->stage)) ||
-		       attr_locked(d, parent_of(w->path, buf));
+		       attr_locked(d, fx_dirname(w->path, buf));
 	case W_SWAP:
 		return attr_locked(d, w->path) || attr_locked(d, w->stage) ||
-		       attr_locked(d, parent_of(w->path, buf));
+		       attr_locked(d, fx_dirname(w->path, buf));
 	default:
-		return w->path && attr_locked(d, parent_of(w->path, buf));
+		if (!w->path || !strcmp(fx_dirname(w->path, buf), last))
+			return 0;
+		if (attr_locked(d, buf))
+			return 1;
+		memcpy(last, buf, strlen(buf) + 1);
+		return 0;
 	}
 }
 
@@ -643,8 +635,10 @@ static int names_locked(struct fstx_domain *d, const struct wname *w)
 int fx_w_perm_declined(struct fstx_domain *d, const struct plan *P,
 		       const struct wname *nm, size_t nnm)
 {
+	char last[PATH_MAX] = "/";
+
 	for (size_t k = 0; k < nnm; k++)
-		if (names_locked(d, &nm[k]))
+		if (names_locked(d, &nm[k], last))
 			return 1;
 	for (size_t i = 0; i < P->nops; i++)
 		if ((P->ops[i].op == BTRFS_IOC_UT_OP_SETXATTR ||
@@ -656,18 +650,14 @@ int fx_w_perm_declined(struct fstx_domain *d, const struct plan *P,
 		return 0; /* CAP_DAC_OVERRIDE, as a rule */
 	for (size_t k = 0; k < nnm; k++) {
 		const struct wname *w = &nm[k];
+		char buf[PATH_MAX];
 		struct stat st;
 
 		if (!w->path || parent_refused(d, nm, nnm, w->path))
 			return 1;
-		if (w->kind == W_MKDIR) { /* fsynced at the checkpoint */
-			const char *sl = strrchr(w->path, '/');
-			char par[PATH_MAX];
-
-			snprintf(par, sizeof(par), "%.*s", sl ? (int)(sl - w->path) : 0, w->path);
-			if (fx_new_dir_syncable(d, par, w->mode))
-				return 1;
-		}
+		if (w->kind == W_MKDIR && /* fsynced at the checkpoint */
+		    fx_new_dir_syncable(d, fx_dirname(w->path, buf), w->mode))
+			return 1;
 		if (w->kind == W_MOVE && parent_refused(d, nm, nnm, w->stage))
 			return 1;
 		/* a link to another's file: protected_hardlinks may refuse it */
@@ -684,12 +674,10 @@ int fx_w_perm_declined(struct fstx_domain *d, const struct plan *P,
 	for (size_t k = 0; k < nnm; k++) { /* sticky: the kernel's owner rules */
 		struct stat st;
 		char dir[PATH_MAX];
-		const char *p = nm[k].kind == W_MOVE ? nm[k].stage : nm[k].path;
-		const char *slash = strrchr(p, '/');
 
 		if (nm[k].kind != W_UNLINK && nm[k].kind != W_MOVE && nm[k].kind != W_SWAP)
 			continue;
-		snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - p) : 0, p);
+		fx_dirname(nm[k].kind == W_MOVE ? nm[k].stage : nm[k].path, dir);
 		if (fx_lstat(d, dir, &st) < 0 || (st.st_mode & S_ISVTX))
 			return 1;
 	}
