@@ -23,6 +23,24 @@ mkdomain() {
 	"$FSTX" run -q "$D" - </dev/null
 }
 
+# Tests that run fstx as an unprivileged user (65534): nobody_can skips
+# where that cannot be; nobody_setup, once the test gave it $D, makes $TX
+# and a copy of $FSTX (wherever the tree was checked out) its to use;
+# nobody CMD runs CMD as that user.
+nobody_can() {
+	command -v setpriv >/dev/null || skip "setpriv missing"
+	[ "$(id -u)" -eq 0 ] || skip "needs root to switch to an unprivileged user"
+}
+
+nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$@"; }
+
+nobody_setup() {
+	chmod 755 "$D" "$TX"
+	cp "$FSTX" "$TX/fstx"
+	chmod 755 "$TX/fstx"
+	nobody test -x "$D" || skip "$D is out of an unprivileged user's reach (a 0700 parent)"
+}
+
 snap() {
 	(cd "$D" && find . -mindepth 1 -path ./.fstx -prune -o -print0 | sort -z |
 		xargs -0 stat -c '%n %f %s %h' && find . -path ./.fstx -prune -o -type f -print0 |
@@ -334,17 +352,11 @@ T
 }
 
 @test "run without privilege: a bare xattr namespace fails as the kernel says (EPERM, EACCES, EINVAL)" {
-	command -v setpriv >/dev/null || skip "setpriv missing"
-	[ "$(id -u)" -eq 0 ] || skip "needs root to switch to an unprivileged user"
+	nobody_can
 	printf 'ro\n' > "$D/ro"
 	chown -R 65534:65534 "$D"
 	chown 0:0 "$D/ro"
-	chmod 755 "$D" "$TX"
-	# (a copy the user may run wherever the tree was checked out)
-	cp "$FSTX" "$TX/fstx"
-	chmod 755 "$TX/fstx"
-	nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$@"; }
-	nobody test -x "$D" || skip "$D is out of an unprivileged user's reach (a 0700 parent)"
+	nobody_setup
 	printf -- '-setxattr a trusted. "x"\n-removexattr a security.\n-setxattr ro user. "x"\n' > "$TX/x.tx"
 	printf -- '-removexattr a user.\nwrite n "new"\n-setxattr n trusted. "x"\n-removexattr n user.\n' >> "$TX/x.tx"
 	printf -- 'open 0 r O_WRONLY|O_CREAT 0444\n-setxattr r user. "x"\n' >> "$TX/x.tx"
@@ -366,16 +378,11 @@ T
 }
 
 @test "run without privilege: a new read-only file is written, the undo way and in a replay after a kill" {
-	command -v setpriv >/dev/null || skip "setpriv missing"
+	nobody_can
 	command -v strace >/dev/null || skip "strace missing"
-	[ "$(id -u)" -eq 0 ] || skip "needs root to switch to an unprivileged user"
 	mkdir "$D/cur" "$D/new"
 	chown -R 65534:65534 "$D"
-	chmod 755 "$D" "$TX"
-	cp "$FSTX" "$TX/fstx"
-	chmod 755 "$TX/fstx"
-	nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$@"; }
-	nobody test -x "$D" || skip "$D is out of an unprivileged user's reach (a 0700 parent)"
+	nobody_setup
 	# two directory renames: the undo way, which opens its staged file again
 	printf 'open 0 obj O_WRONLY|O_CREAT 0444\npwrite 0 "object" 0\nrename cur prev\nrename new cur\n' > "$TX/u.tx"
 	printf 'open 1 obj3 O_WRONLY|O_CREAT 0060\npwrite 1 "three" 0\n' >> "$TX/u.tx"
@@ -400,15 +407,10 @@ T
 }
 
 @test "run without privilege: new objects their owner may not read are synced and removed" {
-	command -v setpriv >/dev/null || skip "setpriv missing"
-	[ "$(id -u)" -eq 0 ] || skip "needs root to switch to an unprivileged user"
+	nobody_can
 	mkdir -m 555 "$D/ro5"
 	chown -R 65534:65534 "$D"
-	chmod 755 "$D" "$TX"
-	cp "$FSTX" "$TX/fstx"
-	chmod 755 "$TX/fstx"
-	nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$@"; }
-	nobody test -x "$D" || skip "$D is out of an unprivileged user's reach (a 0700 parent)"
+	nobody_setup
 	printf 'mkdir e2 0355\nopen 0 e2/f O_WRONLY|O_CREAT\npwrite 0 "x" 0\nmkdir e3 0311\n' > "$TX/m.tx"
 	printf 'open 1 w O_WRONLY|O_CREAT 0200\npwrite 1 "w" 0\n' >> "$TX/m.tx"
 	printf 'rmdir e3\nrmdir ro5\n' > "$TX/r.tx"
@@ -429,8 +431,7 @@ T
 }
 
 @test "run without privilege: what the kernel refuses fails alone, and the domain goes on" {
-	command -v setpriv >/dev/null || skip "setpriv missing"
-	[ "$(id -u)" -eq 0 ] || skip "needs root to switch to an unprivileged user"
+	nobody_can
 	mkdir "$D/rod" "$D/w"
 	printf 'f\n' > "$D/rod/f"
 	printf 'ro\n' > "$D/ro"
@@ -441,11 +442,7 @@ T
 	# write and search but not read (fsyncs need it open)
 	printf 'r\n' > "$D/rootf"
 	mkdir -m 733 "$D/drop"
-	chmod 755 "$D" "$TX"
-	cp "$FSTX" "$TX/fstx"
-	chmod 755 "$TX/fstx"
-	nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$@"; }
-	nobody test -x "$D" || skip "$D is out of an unprivileged user's reach (a 0700 parent)"
+	nobody_setup
 	before=$(snap)
 	for t in 'unlink rod/f' 'rename rod/f w/f' 'open 0 rod/new O_WRONLY|O_CREAT' \
 		 'setxattr ro user.x "1"' 'open 0 n O_WRONLY|O_CREAT 0444\nsetxattr n user.x "1"' \
