@@ -452,6 +452,16 @@ static int restage(struct fstx_domain *d, const char *stage, uint64_t ino,
 	return r < 0 ? r : link_at(d, stage, path);
 }
 
+/* What a name entry finds at path: -ENOENT too where a component of it
+ * is no longer a directory (a later entry made a file at the name of a
+ * directory removed, so nothing of this entry's is there). */
+static int name_stat(struct fstx_domain *d, const char *path, struct stat *st)
+{
+	int r = fx_lstat(d, path, st);
+
+	return r == -ENOTDIR ? -ENOENT : r;
+}
+
 /*
  * W15: object ino moves from src to path.  Done when path holds it (a
  * second name left at src by a rename half persisted, btrfs, goes); else
@@ -464,7 +474,7 @@ static int move_apply(struct fstx_domain *d, const char *path, const char *src,
 		      uint64_t ino, uint64_t off, int rd, const struct stat *st)
 {
 	struct stat sst;
-	int rs = fx_lstat(d, src, &sst);
+	int rs = name_stat(d, src, &sst);
 
 	if (rs < 0 && rs != -ENOENT)
 		return rs;
@@ -488,7 +498,7 @@ static int swap_apply(struct fstx_domain *d, const char *path, const char *other
 		      uint64_t ino, uint64_t ino2, uint64_t off, int rd, const struct stat *st)
 {
 	struct stat ost;
-	int ro = fx_lstat(d, other, &ost), pdir, odir, r;
+	int ro = name_stat(d, other, &ost), pdir, odir, r;
 	const char *pn, *on;
 
 	if (rd < 0 && rd != -ENOENT)
@@ -537,7 +547,7 @@ static int link_apply(struct fstx_domain *d, const char *path, const char *src,
 		return -ESTALE;
 	if (rd == 0 && (rs = fx_remove(d, path, 0, NULL)) < 0)
 		return rs;
-	if ((rs = fx_lstat(d, src, &sst)) < 0)
+	if ((rs = name_stat(d, src, &sst)) < 0)
 		return rs == -ENOENT ? -ESTALE : rs;
 	return (uint64_t)sst.st_ino == now ? link_at(d, src, path) : -ESTALE;
 }
@@ -556,7 +566,7 @@ int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 {
 	uint32_t mode = (uint32_t)a;
 	struct stat st, sst;
-	int r = fx_lstat(d, path, &st), rs;
+	int r = name_stat(d, path, &st), rs;
 
 	if (kind == W_MOVE)
 		return move_apply(d, path, stage, ino, off, r < 0 ? r : 0, &st);

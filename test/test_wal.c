@@ -3095,6 +3095,28 @@ static void names_unlink_linked(void **state)
 	replays_as_is(d);
 }
 
+/*
+ * A directory removed with what it holds, and a file made at its name:
+ * the removals' paths now run through a file.  Replay and the
+ * checkpoint take them as done (ENOTDIR as ENOENT), where the checkpoint
+ * failed and every later transaction with it.
+ */
+static void names_gone_under_file(void **state)
+{
+	static const char tx[] = "unlink d/c\nunlink d/e/f\nrmdir d/e\nrmdir d\n"
+				 "open 0 d O_WRONLY|O_CREAT\npwrite 0 \"file\" 0\n";
+	char *d, *want;
+
+	(void)state;
+	want = undo_after(tx);
+	d = log_one_barrier(tx);
+	replay_twice(d, want);
+	assert_int_equal(wal_end_dir(d), 1024); /* checkpointed */
+	assert_int_equal(tx_text(d, "rename d d2\n", NULL), 0);
+	free(want);
+	t_drop(d);
+}
+
 static int other_mount(int fd, uint64_t *id)
 {
 	(void)fd;
@@ -4377,6 +4399,7 @@ int main(void)
 		cmocka_unit_test(names_exchange),
 		cmocka_unit_test(names_link),
 		cmocka_unit_test(names_unlink_linked),
+		cmocka_unit_test(names_gone_under_file),
 		cmocka_unit_test(names_dir_renamed),
 		cmocka_unit_test(remount_replays_all),
 		cmocka_unit_test(mount_id_missing),
