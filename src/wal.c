@@ -350,10 +350,11 @@
  *      name field), after the removals and new directories of their record
  *      and before its new files (a rename over an old file, into a new
  *      directory, or out of a name a new file then takes).  Each object is
- *      moved at most once by a transaction and not also removed; no rename
+ *      moved at most once by a transaction and not also removed (but
+ *      W24's rename then removal, which makes no entry); no rename
  *      lands on the name another leaves (no chains, no cycles); a
- *      directory only as W20 says; no rmdir beside it (wal_stage.c
- *      fx_w_move_declined()).
+ *      directory only as W20 says; no rmdir of the directory it leaves
+ *      (W24; wal_stage.c fx_w_move_declined()).
  *      A transaction that renames an object which any record of the log
  *      names (applied or not) checkpoints first (moves_first()), so no
  *      record before its own knows the object by the name it leaves, and
@@ -429,8 +430,9 @@
  * W20. A directory of the tree may be renamed through the log (entry kind
  *      10 with a = S_IFDIR), alone: no other name entry and no other op
  *      of its transaction names a path at or under its old or new name
- *      but ops on the data, size and xattrs of files of the tree under it
- *      (wal_stage.c dir_move_declined()), whose entries name them under
+ *      but removals (W24) and ops on the data, size and xattrs of files of
+ *      the tree under it (wal_stage.c dir_move_declined()), whose entries
+ *      name them under
  *      the new name (fx_w_final_paths(); before the barrier they are
  *      opened under the old one, fx_w_now_at()), so the record knows every
  *      object by the path it has when the transaction ends, and replay,
@@ -501,6 +503,30 @@
  *      changes that is immutable or append-only (chattr +i, +a: EPERM to
  *      root too) sends any caller's transaction the undo way
  *      (names_locked(); cli.bats "an immutable or append-only object").
+ * W24. A removal entry names its object by the path it had when the
+ *      transaction began, since the record applies every removal before
+ *      any other name change: the steps' moves before the removal are
+ *      undone on its path (wal_stage.c first_path()), so an object removed
+ *      under a directory the transaction renamed, or exchanged, is
+ *      removed at its old path, and removals go deepest first.  A rename
+ *      of an object of the tree followed by the removal of the name it
+ *      gave makes no entry of its own: the removal takes the object where
+ *      it was (collapsed()).  So a directory put aside and removed with
+ *      what it holds while another takes its place (rename d d.old,
+ *      rename n d, unlink d.old/..., rmdir d.old: a package manager's
+ *      switch) commits here, one barrier, where it took the undo way's
+ *      three.  Limits (fx_w_move_declined(), removal_declined()): no
+ *      rmdir of a directory that a rename or link of the record takes an
+ *      object from (the record would still find it there); no other
+ *      entry but removals at or under the name a collapsed rename gave
+ *      (the record knows no such name); no object both exchanged and
+ *      removed.  A directory's move (W20) may have removals beside it at
+ *      or under its names (removes_only()): they run first, at the
+ *      paths of the tree as it was.  Replay and the checkpoint take a
+ *      path that runs through a file now as gone (ENOTDIR as ENOENT:
+ *      a later entry made a file at the name of a directory removed).
+ *      test_wal names_tree_swap, names_gone_under_file; the sequence's
+ *      last transaction, in the kill and fault sweeps.
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to

@@ -145,6 +145,12 @@ struct wname {
 				 * of its W_NEWF entry, else 0 */
 	long ggid;              /* W_MKDIR, W_NEWF, W_SYMLINK: the group its
 				 * setgid parent passes on, else -1 */
+	char *from0;            /* W_MOVE, W_LINK of an object of the tree:
+				 * the path it had when the transaction
+				 * began, where that is not stage (W24) */
+	const char *via;        /* W_UNLINK: the name a rename of the same
+				 * transaction gave it before (W24), else NULL */
+	size_t mop;             /* W_UNLINK with via: 1 + that rename's op */
 };
 
 /* A pwrite staged in a file of its own (W13), per op: fd -1 if not. */

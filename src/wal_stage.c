@@ -47,6 +47,8 @@ static void stage_name(struct fstx_domain *d, struct wname *w, size_t k)
 struct nix {
 	size_t *moves, nmoves;
 	size_t *first, *next;
+	size_t *tmv, ntmv; /* the steps that move a name on (first_path()) */
+	size_t nrm;        /* the removal entries, nm[0..nrm) */
 };
 
 static void nix_free(struct nix *X)
@@ -54,6 +56,32 @@ static void nix_free(struct nix *X)
 	free(X->moves);
 	free(X->first);
 	free(X->next);
+	free(X->tmv);
+}
+
+/*
+ * W24: where path p, as step k finds it, was when the transaction began:
+ * the moves before step k undone, the latest first (renames of objects
+ * of the tree, the three steps of an exchange, moves of new objects on
+ * from a name); into buf.  NULL past PATH_MAX; a path in .fstx/ means
+ * the object was not in the tree.
+ */
+static const char *first_path(const struct plan *P, const struct nix *X, size_t k,
+			      const char *p, char buf[PATH_MAX])
+{
+	for (size_t m = X->ntmv; m-- > 0;) {
+		const struct fx_step *s = &P->steps[X->tmv[m]];
+		size_t n = strlen(s->dst), a, b;
+
+		if (X->tmv[m] >= k || strncmp(p, s->dst, n) || (p[n] && p[n] != '/'))
+			continue;
+		if ((a = strlen(s->src)) + (b = strlen(p + n)) >= PATH_MAX)
+			return NULL;
+		memmove(buf + a, p + n, b + 1); /* p may be buf */
+		memcpy(buf, s->src, a);
+		p = buf;
+	}
+	return p;
 }
 
 /*
@@ -90,8 +118,18 @@ static int nix_build(const struct plan *P, struct nix *X)
 	X->moves = fx_malloc((P->nsteps ? P->nsteps : 1) * sizeof(size_t));
 	X->next = fx_malloc((P->nsteps ? P->nsteps : 1) * sizeof(size_t));
 	X->first = fx_malloc(nid * sizeof(size_t));
-	if (!X->moves || !X->next || !X->first)
+	X->tmv = fx_malloc((P->nsteps ? P->nsteps : 1) * sizeof(size_t));
+	if (!X->moves || !X->next || !X->first || !X->tmv)
 		return -ENOMEM;
+	X->ntmv = 0;
+	for (size_t k = 0; k < P->nsteps; k++) {
+		const struct fx_step *s = &P->steps[k];
+
+		if (s->kind == FX_ST_MOVE && !fx_under(s->dst, FX_TRASH) &&
+		    ((!s->newid && s->ino) ||
+		     (s->newid > 0 && *s->src && !fx_under(s->src, FX_META))))
+			X->tmv[X->ntmv++] = k;
+	}
 	for (size_t i = 0; i < nid; i++)
 		X->first[i] = SIZE_MAX;
 	for (size_t k = 0; k < P->nsteps; k++) {
@@ -193,12 +231,38 @@ int fx_wal_swap_at(const struct plan *P, size_t k)
 	       s[2].ino == s[0].ino;
 }
 
+/*
+ * W24: is step k's rename of an object of the tree, from the name it had
+ * when the transaction began (f0), followed by the removal of that name
+ * (a removal entry of nm[0..X->nrm) at f0, of the same inode)?  Then the
+ * rename makes no entry: the removal takes the object at f0, and notes
+ * the rename (via, mop) for fx_w_move_declined().
+ */
+static int collapsed(const struct plan *P, const struct nix *X, struct wname *nm, size_t k,
+		     const char *f0)
+{
+	const struct fx_step *s = &P->steps[k];
+
+	for (size_t j = 0; j < X->nrm; j++) {
+		struct wname *w = &nm[j];
+
+		if (w->ino == s->ino && w->step > k && !w->mop && !strcmp(w->path, f0)) {
+			w->mop = s->op + 1;
+			w->via = s->dst;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static size_t names_moved(const struct plan *P, const struct nix *X, struct wname *nm,
 			  size_t n)
 {
+	char buf[PATH_MAX];
+
 	for (size_t k = 0; k < P->nsteps; k++) {
 		const struct fx_step *s = &P->steps[k];
-		const char *from = s->src;
+		const char *from = s->src, *f0;
 		uint32_t kind = W_MOVE;
 
 		if (fx_wal_swap_at(P, k)) { /* W21: one entry for the three steps */
@@ -219,11 +283,17 @@ static size_t names_moved(const struct plan *P, const struct nix *X, struct wnam
 			from = P->steps[k - 1].src;
 			kind = W_LINK;
 		}
+		if ((f0 = first_path(P, X, k, from, buf)) && fx_under(f0, FX_META))
+			f0 = NULL; /* not known: no rmdir beside it (W24) */
+		if (kind == W_MOVE && f0 && collapsed(P, X, nm, k, f0))
+			continue; /* renamed, then removed: a removal (W24) */
 		nm[n] = (struct wname){ .kind = kind, .ino = s->ino,
 					.op = s->op, .step = k, .dir = -1, .sfd = -1,
 					.stage = fx_strdup(from) };
 		nm[n].path = rebased(P, X, k, &nm[n]);
 		if (!nm[n].stage || !nm[n].path)
+			return SIZE_MAX;
+		if (f0 != from && !(nm[n].from0 = fx_strdup(f0 ? f0 : FX_META)))
 			return SIZE_MAX;
 		n++;
 	}
@@ -300,6 +370,58 @@ void fx_w_link_inodes(struct wname *nm, size_t nnm)
 }
 
 /*
+ * The removals of objects of the tree (unlink, rmdir, the old file a
+ * rename replaces), in step order, into nm; each at the path its object
+ * had when the transaction began (W24: the record removes them before
+ * any other name changes), *moved set where that is not the path the
+ * step found it at.  Their number, SIZE_MAX for the undo way (memory, or
+ * an object not found in the tree).
+ */
+static size_t names_removed(struct fstx_domain *d, const struct plan *P, const struct nix *X,
+			    struct wname *nm, int *moved)
+{
+	char buf[PATH_MAX];
+	size_t n = 0;
+
+	for (size_t k = 0; k < P->nsteps; k++) {
+		const struct fx_step *s = &P->steps[k];
+		const char *p;
+
+		if (s->kind != FX_ST_MOVE || s->newid || !fx_under(s->dst, FX_TRASH))
+			continue;
+		if (!(p = first_path(P, X, k, s->src, buf)) || fx_under(p, FX_META) ||
+		    !strcmp(p, FX_META))
+			return SIZE_MAX;
+		nm[n] = (struct wname){ .kind = W_UNLINK, .path = s->src, .step = k,
+					.ino = s->ino, .op = s->op, .dir = -1, .sfd = -1 };
+		if (p != s->src) {
+			if (!(nm[n].pown = fx_strdup(p)))
+				return SIZE_MAX;
+			nm[n].path = nm[n].pown;
+			*moved = 1;
+		}
+		stage_name(d, &nm[n], k);
+		if (P->ops[s->op].op == BTRFS_IOC_UT_OP_RMDIR) /* emptied alone */
+			strcat(nm[n].sbuf, FX_WNEW_KEEP);
+		n++;
+	}
+	return n;
+}
+
+/* W24: removals by the depth of their paths, deepest first, then in step
+ * order: a directory goes after what it held, which the steps may have
+ * moved out of it before its rmdir and removed after. */
+static int deeper_first(const void *a, const void *b)
+{
+	const struct wname *x = a, *y = b;
+	size_t dx = depth(x->path), dy = depth(y->path);
+
+	if (dx != dy)
+		return dx > dy ? -1 : 1;
+	return (x->step > y->step) - (x->step < y->step);
+}
+
+/*
  * The name entries of plan P (W1: removals of initial objects, new
  * directories, renames and links of initial objects (W15, W16), new
  * files, new symlinks at their final names, then the links of new files
@@ -311,23 +433,19 @@ size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
 {
 	struct nix X = { 0 };
 	size_t n = 0, k0;
+	int moved = 0;
 
-	for (size_t k = 0; k < P->nsteps; k++) {
-		const struct fx_step *s = &P->steps[k];
-
-		if (s->kind != FX_ST_MOVE || s->newid || !fx_under(s->dst, FX_TRASH))
-			continue;
-		nm[n] = (struct wname){ .kind = W_UNLINK, .path = s->src,
-					.ino = s->ino, .op = s->op, .dir = -1, .sfd = -1 };
-		stage_name(d, &nm[n], k);
-		if (P->ops[s->op].op == BTRFS_IOC_UT_OP_RMDIR) /* emptied alone */
-			strcat(nm[n].sbuf, FX_WNEW_KEEP);
-		n++;
-	}
-	if (nix_build(P, &X) < 0) {
+	if (nix_build(P, &X) < 0 || (n = names_removed(d, P, &X, nm, &moved)) == SIZE_MAX) {
 		nix_free(&X);
+		fx_w_free_stages(nm, P->nsteps + 1);
+		memset(nm, 0, (P->nsteps + 1) * sizeof(*nm));
 		return 0; /* steps and no names: the undo way */
 	}
+	if (moved) /* W24: children first, wherever the steps took them */
+		qsort(nm, n, sizeof(*nm), deeper_first);
+	for (size_t k = 0; k < n; k++)
+		nm[k].stage = nm[k].sbuf; /* its own, moved with it */
+	X.nrm = n;
 	k0 = n;
 	n = names_made(d, P, &X, FX_ST_MKDIR, nm, n);
 	parents_first(nm + k0, n - k0);
@@ -405,6 +523,7 @@ void fx_w_free_stages(struct wname *nm, size_t cap)
 		if (nm[k].stage && nm[k].stage != nm[k].sbuf)
 			free(nm[k].stage);
 		free(nm[k].pown);
+		free(nm[k].from0);
 		if (nm[k].kind == W_MKDIR && nm[k].sfd >= 0)
 			fx_os.close(nm[k].sfd);
 	}
@@ -823,15 +942,45 @@ static int at_or_under(const char *p, const char *dir)
 	return p && (!strcmp(p, dir) || is_under(p, dir));
 }
 
-/* 1 if an op of P other than op skip names a path at or under a or b
- * (W20, W21: the renamed names are the op's alone). */
-static int ops_name(const struct plan *P, size_t skip, const char *a, const char *b)
+/*
+ * W24: does op i only remove objects of the tree (an unlink or rmdir
+ * whose removal is an entry of nm, or a rename that a removal took over,
+ * with the old file it replaced, if any)?  Removals name the paths their
+ * objects had when the transaction began and go before every other name
+ * change, so they do not touch the names a directory's move leaves or
+ * takes.  nm NULL: no.
+ */
+static int removes_only(const struct plan *P, size_t i, const struct wname *nm, size_t nnm)
+{
+	uint32_t op = (uint32_t)P->ops[i].op;
+	int found = 0;
+
+	if (!nm || (op != BTRFS_IOC_UT_OP_UNLINK && op != BTRFS_IOC_UT_OP_RMDIR &&
+		    op != FSTX_OP_RENAME))
+		return 0;
+	for (size_t k = 0; k < nnm; k++) {
+		if (nm[k].kind == W_UNLINK && nm[k].mop == i + 1)
+			found = 1;
+		else if (nm[k].op == i && nm[k].kind != W_UNLINK)
+			return 0;
+		else if (nm[k].op == i && op != FSTX_OP_RENAME)
+			found = 1;
+	}
+	return found;
+}
+
+/* 1 if an op of P other than op skip (or one that only removes, with nm)
+ * names a path at or under a or b (W20, W21: the renamed names are the
+ * op's alone). */
+static int ops_name(const struct plan *P, size_t skip, const char *a, const char *b,
+		    const struct wname *nm, size_t nnm)
 {
 	for (size_t i = 0; i < P->nops; i++) {
 		const struct pop *po = &P->pops[i];
 
 		if (i != skip && (at_or_under(po->cpath, a) || at_or_under(po->cpath, b) ||
-				  at_or_under(po->cpath2, a) || at_or_under(po->cpath2, b)))
+				  at_or_under(po->cpath2, a) || at_or_under(po->cpath2, b)) &&
+		    !removes_only(P, i, nm, nnm))
 			return 1;
 	}
 	return 0;
@@ -842,9 +991,10 @@ static int ops_name(const struct plan *P, size_t skip, const char *a, const char
  * than an op on the data, size or xattrs of an object of the tree
  * strictly under one of them (open without making, O_TRUNC, truncate,
  * setxattr, removexattr; their entries name it under the new name,
- * fx_w_final_paths())?
+ * fx_w_final_paths()) or an op that only removes (W24)?
  */
-static int ops_name_dir(const struct plan *P, size_t skip, const char *a, const char *b)
+static int ops_name_dir(const struct plan *P, size_t skip, const char *a, const char *b,
+			const struct wname *nm, size_t nnm)
 {
 	for (size_t i = 0; i < P->nops; i++) {
 		const struct pop *po = &P->pops[i];
@@ -854,7 +1004,8 @@ static int ops_name_dir(const struct plan *P, size_t skip, const char *a, const 
 			   op == BTRFS_IOC_UT_OP_REMOVEXATTR;
 
 		if (i == skip || !(at_or_under(po->cpath, a) || at_or_under(po->cpath, b) ||
-				   at_or_under(po->cpath2, a) || at_or_under(po->cpath2, b)))
+				   at_or_under(po->cpath2, a) || at_or_under(po->cpath2, b)) ||
+		    removes_only(P, i, nm, nnm))
 			continue;
 		if (!data || fx_pop_dead(P, i) || !po->obj || po->obj < 0 || !po->cpath ||
 		    po->cpath2 || !strcmp(po->cpath, a) || !strcmp(po->cpath, b))
@@ -864,9 +1015,10 @@ static int ops_name_dir(const struct plan *P, size_t skip, const char *a, const 
 }
 
 /*
- * W20: a directory of the tree is renamed alone: no other name entry
- * names a path at or under its old or its new name, nor does any other op
- * but those on the data of its files (ops_name_dir(); the record knows
+ * W20: a directory of the tree is renamed alone: no other name entry but
+ * a removal (W24: at the path the tree had, before any move) names a path
+ * at or under its old or its new name, nor does any other op but those
+ * on the data of its files and removals (ops_name_dir(); the record knows
  * every object by the path it has when the transaction ends, and replay
  * moves the directory first).
  */
@@ -878,7 +1030,7 @@ static int dir_move_declined(const struct plan *P, const struct wname *nm, size_
 	for (size_t j = 0; j < nnm; j++) {
 		const struct wname *o = &nm[j];
 
-		if (j == k)
+		if (j == k || o->kind == W_UNLINK) /* removals go first (W24) */
 			continue;
 		if (at_or_under(o->path, m->path) || at_or_under(o->path, m->stage) ||
 		    ((W_FROM_TREE(o->kind) || o->kind == W_SWAP) &&
@@ -886,8 +1038,8 @@ static int dir_move_declined(const struct plan *P, const struct wname *nm, size_
 			return 1;
 	}
 	if (m->kind == W_SWAP) /* W21: entries know no swapped paths */
-		return ops_name(P, m->op, m->path, m->stage);
-	return ops_name_dir(P, m->op, m->path, m->stage);
+		return ops_name(P, m->op, m->path, m->stage, nm, nnm);
+	return ops_name_dir(P, m->op, m->path, m->stage, nm, nnm);
 }
 
 /* 1 if p and q lie in one directory. */
@@ -936,7 +1088,45 @@ static int swap_declined(struct fstx_domain *d, const struct plan *P, const stru
 				(!strcmp(o->stage, m->path) || !strcmp(o->stage, m->stage)))))
 			return 1;
 	}
-	return ops_name(P, m->op, m->path, m->stage);
+	return ops_name(P, m->op, m->path, m->stage, NULL, 0);
+}
+
+/* W21: does the transaction also remove an object that exchange m swaps? */
+static int swaps_removed(const struct wname *nm, size_t nnm, const struct wname *m)
+{
+	for (size_t j = 0; j < nnm; j++)
+		if (nm[j].kind == W_UNLINK && (nm[j].ino == m->ino || nm[j].ino == m->ino2))
+			return 1;
+	return 0;
+}
+
+/*
+ * W24: may removal nm[k] go first, at the path its object had when the
+ * transaction began?  Not an rmdir's, when a rename or link of the
+ * record takes an object from under that path (it would still be
+ * there), or one of unknown first path.  Nor a removal that took over
+ * a rename (via), when another entry but a removal names a path at or
+ * under the name that rename gave (the record knows no such name).
+ */
+static int removal_declined(const struct wname *nm, size_t nnm, size_t k)
+{
+	const struct wname *m = &nm[k];
+
+	for (size_t j = 0; j < nnm; j++) {
+		const struct wname *o = &nm[j];
+		const char *from = o->from0 ? o->from0 : o->stage;
+
+		if (j == k || o->kind == W_UNLINK)
+			continue;
+		if (is_rmdir(m) && W_FROM_TREE(o->kind) && !o->link_of &&
+		    (at_or_under(from, m->path) || in_meta(from)))
+			return 1;
+		if (m->via && (at_or_under(o->path, m->via) ||
+			       ((W_FROM_TREE(o->kind) || o->kind == W_SWAP) &&
+				at_or_under(o->stage, m->via))))
+			return 1;
+	}
+	return 0;
 }
 
 /*
@@ -958,14 +1148,12 @@ int fx_w_move_declined(struct fstx_domain *d, const struct plan *P, struct wname
 		struct stat st;
 
 		if (m->kind == W_SWAP) {
-			if (swap_declined(d, P, nm, nnm, k))
+			if (swap_declined(d, P, nm, nnm, k) || swaps_removed(nm, nnm, m))
 				return 1;
 			continue;
 		}
-		if (m->kind == W_UNLINK && is_rmdir(m))
-			for (size_t j = 0; j < nnm; j++)
-				if (W_FROM_TREE(nm[j].kind))
-					return 1;
+		if (m->kind == W_UNLINK && removal_declined(nm, nnm, k))
+			return 1;
 		if (!W_FROM_TREE(m->kind))
 			continue;
 		if (m->link_of) { /* of a new file: its first name, made after */

@@ -59,8 +59,9 @@
  * kill and fault sweeps too), clones a range of old into a (staged, W19)
  * and replaces b by a new file, which the last one writes again (a
  * handle's kept fd of the old b must not be used) while it publishes a
- * new directory built under another name (W18) and exchanges old with
- * hard, the old b's other name (W21).
+ * new directory built under another name (W18), exchanges old with
+ * hard, the old b's other name (W21), and puts that directory in the
+ * place of d, which it removes by the name it gives it (W24).
  */
 static const char *const seq[NSEQ] = {
 	"option wal\nopen 0 a O_WRONLY\npwrite 0 \"ONE\" 0\nsetxattr a user.n \"1\"\n"
@@ -76,7 +77,8 @@ static const char *const seq[NSEQ] = {
 	"pwrite 0 \"five\" 0\nclose 0\nrename b.new b\n",
 	"option wal\nopen 0 b O_WRONLY\npwrite 0 \"SIX\" 1\nsetxattr a user.n \"6\"\n"
 	"mkdir tmp\nopen 1 tmp/x O_WRONLY|O_CREAT\npwrite 1 \"x\" 0\nrename tmp pub\n"
-	"rename old hard exchange\n",
+	"rename old hard exchange\nrename d d.old\nrename pub d\nunlink d.old/c2\n"
+	"rmdir d.old\n",
 };
 static char *seqtx[NSEQ]; /* with @BIG expanded */
 static char *seqcx[NSEQ]; /* the same, crash-only */
@@ -2887,7 +2889,7 @@ static void names_move_dir(void **state)
 	static const char *const undo[] = { /* names or the directory itself */
 		"rename d/e d/e2\nopen 0 d/e2/n O_WRONLY|O_CREAT\npwrite 0 \"z\" 0\n",
 		"rename d/e d/e2\nsetxattr d/e2 user.q \"1\"\n",
-		"rename d/e d/e2\nunlink d/e2/f\n",
+		"rename d/e d/e2\nrename d/e2/f f2\n", /* a removal there: W24's */
 	};
 	unsigned long long salt;
 	char *d;
@@ -3115,6 +3117,68 @@ static void names_gone_under_file(void **state)
 	assert_int_equal(tx_text(d, "rename d d2\n", NULL), 0);
 	free(want);
 	t_drop(d);
+}
+
+/*
+ * W24: a directory of the tree put aside and removed with what it holds,
+ * by the name the transaction gave it, while a new one takes its place
+ * (a package manager's switch): one barrier, the undo way's tree, and
+ * replay the same, also from the state power loss leaves when it keeps
+ * the removals and not the switch.  Where a rename takes an object out
+ * of a directory that is then removed, the undo way.
+ */
+static void names_tree_swap(void **state)
+{
+	static const char *const logged[] = {
+		/* a directory of the tree takes the old one's place */
+		"rename d d.old\nrename empty d\nunlink d.old/c\nunlink d.old/e/f\n"
+		"rmdir d.old/e\nrmdir d.old\n",
+		/* one built in the transaction */
+		"mkdir n\nopen 0 n/c O_WRONLY|O_CREAT\npwrite 0 \"C2\" 0\nmkdir n/e\n"
+		"open 1 n/e/f O_WRONLY|O_CREAT\npwrite 1 \"F2\" 0\nrename d d.old\n"
+		"rename n d\nunlink d.old/c\nunlink d.old/e/f\nrmdir d.old/e\nrmdir d.old\n",
+		/* removals under a directory's new name, the directory kept */
+		"rename d d2\nunlink d2/c\nunlink d2/e/f\nrmdir d2/e\n",
+		/* a file renamed, then removed */
+		"rename a a2\nunlink a2\nunlink old\n",
+	};
+	static const char *const undo[] = {
+		"rename d/c c2\nunlink d/e/f\nrmdir d/e\nrmdir d\n",
+		"rename d d.old\nrename d.old/c c2\nunlink d.old/e/f\nrmdir d.old/e\n"
+		"rmdir d.old\n",
+		"rename a a2\nlink a2 a3\nunlink a2\n",
+	};
+	char *d, *want, *got, *p, *q;
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(logged) / sizeof(logged[0]); k++) {
+		want = undo_after(logged[k]);
+		d = log_one_barrier(logged[k]);
+		got = t_snapshot(d);
+		assert_string_equal(got, want);
+		free(got);
+		if (k == 0) { /* the removals kept, the switch lost */
+			assert_true(asprintf(&p, "%s/d", d) > 0);
+			assert_true(asprintf(&q, "%s/empty", d) > 0);
+			assert_int_equal(rename(p, q), 0);
+			free(p);
+			free(q);
+		}
+		replay_twice(d, want);
+		free(want);
+		t_drop(d);
+	}
+	for (size_t k = 0; k < sizeof(undo) / sizeof(undo[0]); k++) {
+		want = undo_after(undo[k]);
+		d = t_fresh();
+		assert_int_equal(tx_text(d, undo[k], NULL), 0);
+		assert_int_equal(wal_end_dir(d), 1024); /* no record */
+		got = t_snapshot(d);
+		assert_string_equal(got, want);
+		free(got);
+		free(want);
+		t_drop(d);
+	}
 }
 
 static int other_mount(int fd, uint64_t *id)
@@ -4400,6 +4464,7 @@ int main(void)
 		cmocka_unit_test(names_link),
 		cmocka_unit_test(names_unlink_linked),
 		cmocka_unit_test(names_gone_under_file),
+		cmocka_unit_test(names_tree_swap),
 		cmocka_unit_test(names_dir_renamed),
 		cmocka_unit_test(remount_replays_all),
 		cmocka_unit_test(mount_id_missing),
