@@ -685,13 +685,19 @@ static int dir_refused(struct fstx_domain *d, const struct wname *nm, size_t nnm
 	return 1; /* under a directory the transaction moves: not looked at */
 }
 
-/* W23: the parent of path p refused (dir_refused()). */
+/* W23: the parent of path p refused (dir_refused())?  last: the parent
+ * found not refused before, most names land in one ("/" none yet). */
 static int parent_refused(struct fstx_domain *d, const struct wname *nm, size_t nnm,
-			  const char *p)
+			  const char *p, char last[PATH_MAX])
 {
 	char dir[PATH_MAX];
 
-	return dir_refused(d, nm, nnm, fx_dirname(p, dir));
+	if (!strcmp(fx_dirname(p, dir), last))
+		return 0;
+	if (dir_refused(d, nm, nnm, dir))
+		return 1;
+	strcpy(last, dir);
+	return 0;
 }
 
 /* W23: is the object at p immutable or append-only (chattr +i, +a), which
@@ -767,17 +773,18 @@ int fx_w_perm_declined(struct fstx_domain *d, const struct plan *P,
 			return 1;
 	if (geteuid() == 0)
 		return 0; /* CAP_DAC_OVERRIDE, as a rule */
+	strcpy(last, "/");
 	for (size_t k = 0; k < nnm; k++) {
 		const struct wname *w = &nm[k];
 		char buf[PATH_MAX];
 		struct stat st;
 
-		if (!w->path || parent_refused(d, nm, nnm, w->path))
+		if (!w->path || parent_refused(d, nm, nnm, w->path, last))
 			return 1;
 		if (w->kind == W_MKDIR && /* fsynced at the checkpoint */
 		    fx_new_dir_syncable(d, fx_dirname(w->path, buf), w->mode))
 			return 1;
-		if (w->kind == W_MOVE && parent_refused(d, nm, nnm, w->stage))
+		if (w->kind == W_MOVE && parent_refused(d, nm, nnm, w->stage, last))
 			return 1;
 		/* a link to another's file: protected_hardlinks may refuse it */
 		if (w->kind == W_LINK && !w->link_of &&
