@@ -461,8 +461,9 @@ static int in_group(gid_t gid)
 	return 0;
 }
 
-/* May fx_openat_owned() give its owner the bits `need` on object st? */
-static int owner_may_add(const struct stat *st, mode_t need)
+/* May the caller give its owner the bits `need` on object st (a chmod that
+ * keeps S_ISGID: the caller is in its group)? */
+int fx_owner_may_add(const struct stat *st, mode_t need)
 {
 	mode_t m = st->st_mode & 07777;
 
@@ -479,7 +480,7 @@ int fx_dir_syncable(struct fstx_domain *d, const char *dir)
 		return 0;
 	if ((r = fx_lstat(d, dir, &st)) < 0)
 		return r;
-	return S_ISDIR(st.st_mode) && owner_may_add(&st, S_IRUSR) ? 0 : -EACCES;
+	return S_ISDIR(st.st_mode) && fx_owner_may_add(&st, S_IRUSR) ? 0 : -EACCES;
 }
 
 int fx_new_dir_syncable(struct fstx_domain *d, const char *parent, mode_t mode)
@@ -507,7 +508,7 @@ int fx_openat_owned(int dfd, const char *name, int flags, int resolve)
 		m = st.st_mode & 07777;
 		/* (a chmod by one outside the group drops S_ISGID for good) */
 		if (!(S_ISREG(st.st_mode) || (S_ISDIR(st.st_mode) && acc == O_RDONLY)) ||
-		    !owner_may_add(&st, need))
+		    !fx_owner_may_add(&st, need))
 			r = -EACCES; /* not the owner's bits that refuse it */
 	}
 	if (r == 0 && (r = fx_os.fchmodat(dfd, name, m | need)) == 0) {

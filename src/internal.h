@@ -155,6 +155,9 @@ int fx_open(struct fstx_domain *d, const char *p, int flags, mode_t mode);
  * directory made 0311); -errno. */
 int fx_open_owned(struct fstx_domain *d, const char *p, int flags);
 int fx_openat_owned(int dfd, const char *name, int flags, int resolve);
+/* May the caller give the owner's bits need to object st by chmod (its
+ * owner, and in its group where S_ISGID is set, so it stays)? */
+int fx_owner_may_add(const struct stat *st, mode_t need);
 /* May the caller open directory dir to fsync it (fx_openat_owned()), and a
  * directory of mode it makes in parent?  0 or -EACCES (root: 0). */
 int fx_dir_syncable(struct fstx_domain *d, const char *dir);

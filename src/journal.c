@@ -945,8 +945,7 @@ static int move_owned(int sfd, const char *sn, int dfd, const char *dn)
 	int r;
 
 	if (fx_os.fstatat(sfd, sn, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
-	    (st.st_mode & S_IWUSR) || st.st_uid != geteuid() ||
-	    ((st.st_mode & S_ISGID) && st.st_gid != getegid()))
+	    !fx_owner_may_add(&st, S_IWUSR))
 		return -EACCES; /* (a chmod outside the group drops S_ISGID) */
 	if ((r = fx_os.fchmodat(sfd, sn, (st.st_mode & 07777) | S_IWUSR)) < 0)
 		return r == -EPERM ? -EACCES : r;
