@@ -464,7 +464,8 @@
  *      does not change.  Replay: exchanged when the names hold the objects as
  *      before, done when each holds the object it gets or that object is
  *      gone (a later record removes it), else -ESTALE.  Exchanges across
- *      directories or of a file with a directory take the undo way.
+ *      directories or of a file with a directory take the undo way,
+ *      unless the transaction removes one of the two (W24).
  *      test_wal names_exchange.
  *
  * W22. Large new files are written whole before the record, not logged.
@@ -511,7 +512,10 @@
  *      removed at its old path, and removals go deepest first.  A rename
  *      of an object of the tree followed by the removal of the name it
  *      gave makes no entry of its own: the removal takes the object where
- *      it was (collapsed()).  So a directory put aside and removed with
+ *      it was (collapsed()); an exchange (W21's three steps) followed by
+ *      the removal of one of its objects, by the name the exchange gave
+ *      it, is that removal and a rename of the other object (W15, W20:
+ *      swap_collapsed()), in one directory or across two.  So a directory put aside and removed with
  *      what it holds while another takes its place (rename d d.old,
  *      rename n d, unlink d.old/..., rmdir d.old: a package manager's
  *      switch) commits here, one barrier, where it took the undo way's

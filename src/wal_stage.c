@@ -255,6 +255,39 @@ static int collapsed(const struct plan *P, const struct nix *X, struct wname *nm
 	return 0;
 }
 
+/*
+ * W24: does the transaction remove one of the two objects that the
+ * exchange at step k swaps (the steps: k moves the first into .fstx/new/,
+ * k + 1 the second to the first's name, k + 2 the first to the second's),
+ * by the name the exchange gave it?  Then the exchange is that removal
+ * (noted as collapsed()'s) and a rename of the other object: 0 the first
+ * is removed, 1 the second, -1 neither, -2 a path past PATH_MAX.
+ */
+static int swap_collapsed(const struct plan *P, const struct nix *X, struct wname *nm,
+			  size_t k)
+{
+	const struct fx_step *s = &P->steps[k];
+	char buf[PATH_MAX];
+
+	for (int side = 0; side < 2; side++) {
+		const char *f0 = first_path(P, X, k, s[side].src, buf);
+
+		if (!f0)
+			return -2;
+		for (size_t j = 0; j < X->nrm; j++) {
+			struct wname *w = &nm[j];
+
+			if (w->ino == s[side].ino && w->step > k + 2 && !w->mop &&
+			    !strcmp(w->path, f0)) {
+				w->mop = s->op + 1;
+				w->via = side ? s[1].dst : s[2].dst;
+				return side;
+			}
+		}
+	}
+	return -1;
+}
+
 static size_t names_moved(const struct plan *P, const struct nix *X, struct wname *nm,
 			  size_t n)
 {
@@ -265,6 +298,26 @@ static size_t names_moved(const struct plan *P, const struct nix *X, struct wnam
 		const char *from = s->src, *f0;
 		uint32_t kind = W_MOVE;
 
+		int side = fx_wal_swap_at(P, k) ? swap_collapsed(P, X, nm, k) : -1;
+
+		if (side >= 0) { /* W24: the other object renamed, alone */
+			const struct fx_step *m = side ? &s[2] : &s[1];
+
+			nm[n] = (struct wname){ .kind = W_MOVE, .ino = m->ino, .op = s->op,
+						.step = k + 2 - !side, .dir = -1, .sfd = -1,
+						.stage = fx_strdup(side ? s->src : s[1].src) };
+			nm[n].path = rebased(P, X, nm[n].step, &nm[n]);
+			if (!nm[n].stage || !nm[n].path)
+				return SIZE_MAX;
+			if ((f0 = first_path(P, X, k, nm[n].stage, buf)) != nm[n].stage &&
+			    !(nm[n].from0 = fx_strdup(f0 && !fx_under(f0, FX_META) ? f0 : FX_META)))
+				return SIZE_MAX;
+			n++;
+			k += 2;
+			continue;
+		}
+		if (side < -1)
+			return SIZE_MAX;
 		if (fx_wal_swap_at(P, k)) { /* W21: one entry for the three steps */
 			nm[n] = (struct wname){ .kind = W_SWAP, .path = s->src, .ino = s->ino,
 						.ino2 = s[1].ino, .op = s->op, .step = k,
@@ -1128,9 +1181,10 @@ static int removal_declined(const struct wname *nm, size_t nnm, size_t k)
 		if (is_rmdir(m) && W_FROM_TREE(o->kind) && !o->link_of &&
 		    (at_or_under(from, m->path) || in_meta(from)))
 			return 1;
-		if (m->via && (at_or_under(o->path, m->via) ||
-			       ((W_FROM_TREE(o->kind) || o->kind == W_SWAP) &&
-				at_or_under(o->stage, m->via))))
+		if (m->via && o->op + 1 != m->mop && /* not an exchange's other */
+		    (at_or_under(o->path, m->via) ||
+		     ((W_FROM_TREE(o->kind) || o->kind == W_SWAP) &&
+		      at_or_under(o->stage, m->via))))
 			return 1;
 	}
 	return 0;
