@@ -351,10 +351,13 @@
  *      and before its new files (a rename over an old file, into a new
  *      directory, or out of a name a new file then takes).  Each object is
  *      moved at most once by a transaction and not also removed (but
- *      W24's rename then removal, which makes no entry); no rename
- *      lands on the name another leaves (no chains, no cycles); a
- *      directory only as W20 says; no rmdir of the directory it leaves
- *      (W24; wal_stage.c fx_w_move_declined()).
+ *      W24's rename then removal, which makes no entry), so no cycles; a
+ *      rename lands on the name another rename leaves only after it in
+ *      step order (a chain, as a rotation: rename b old, rename a b),
+ *      since the record applies its renames in step order; a directory
+ *      only as W20 says; no rmdir of the directory it leaves (W24;
+ *      wal_stage.c fx_w_move_declined(), chained()).  test_wal
+ *      names_move_chain.
  *      A transaction that renames an object which any record of the log
  *      names (applied or not) checkpoints first (moves_first()), so no
  *      record before its own knows the object by the name it leaves, and
@@ -430,10 +433,12 @@
  * W20. A directory of the tree may be renamed through the log (entry kind
  *      10 with a = S_IFDIR), alone: no other name entry and no other op
  *      of its transaction names a path at or under its old or new name
- *      but removals (W24) and ops on the data, size and xattrs of files of
- *      the tree under it (wal_stage.c dir_move_declined()), whose entries
- *      name them under
- *      the new name (fx_w_final_paths(); before the barrier they are
+ *      but removals (W24), a rename that chains with it (W15: leaves
+ *      its new name before it, or takes its old one after it, with no op
+ *      at or under that shared name, where a path would name two
+ *      objects), and ops on the data, size and xattrs of files of the
+ *      tree under it (wal_stage.c dir_move_declined()), whose entries
+ *      name them under the new name (fx_w_final_paths(); before the barrier they are
  *      opened under the old one, fx_w_now_at()), so the record knows every
  *      object by the path it has when the transaction ends, and replay,
  *      which moves the directory first, finds them there; and first in its

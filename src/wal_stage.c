@@ -1047,6 +1047,23 @@ static int ops_name(const struct plan *P, size_t skip, const char *a, const char
 }
 
 /*
+ * W15, W20: do renames o and m of objects of the tree chain, one taking
+ * the name the other leaves, in step order (rename b c, then rename a b)?
+ * The record applies renames in step order, so the name is free when the
+ * second comes.  The name they share, else NULL.
+ */
+static const char *chained(const struct wname *o, const struct wname *m)
+{
+	if (o->kind != W_MOVE || m->kind != W_MOVE)
+		return NULL;
+	if (o->step < m->step && !strcmp(o->stage, m->path))
+		return m->path; /* o left it first */
+	if (o->step > m->step && !strcmp(o->path, m->stage))
+		return m->stage; /* o takes it after */
+	return NULL;
+}
+
+/*
  * W20: does an op other than skip name a path at or under a or b, other
  * than an op on the data, size or xattrs of an object of the tree
  * strictly under one of them (open without making, O_TRUNC, truncate,
@@ -1054,7 +1071,8 @@ static int ops_name(const struct plan *P, size_t skip, const char *a, const char
  * fx_w_final_paths()) or an op that only removes (W24)?
  */
 static int ops_name_dir(const struct plan *P, size_t skip, const char *a, const char *b,
-			const struct wname *nm, size_t nnm)
+			const struct wname *nm, size_t nnm, const char *const ch[2],
+			const size_t chop[2])
 {
 	for (size_t i = 0; i < P->nops; i++) {
 		const struct pop *po = &P->pops[i];
@@ -1063,12 +1081,17 @@ static int ops_name_dir(const struct plan *P, size_t skip, const char *a, const 
 			   op == BTRFS_IOC_UT_OP_TRUNCATE || op == BTRFS_IOC_UT_OP_SETXATTR ||
 			   op == BTRFS_IOC_UT_OP_REMOVEXATTR;
 
-		if (i == skip || !(at_or_under(po->cpath, a) || at_or_under(po->cpath, b) ||
-				   at_or_under(po->cpath2, a) || at_or_under(po->cpath2, b)) ||
+		if (i == skip || i == chop[0] || i == chop[1] ||
+		    !(at_or_under(po->cpath, a) || at_or_under(po->cpath, b) ||
+		      at_or_under(po->cpath2, a) || at_or_under(po->cpath2, b)) ||
 		    removes_only(P, i, nm, nnm))
 			continue;
+		/* under a name two renames share, a path names two objects
+		 * (fx_w_final_paths() knows one) */
 		if (!data || fx_pop_dead(P, i) || !po->obj || po->obj < 0 || !po->cpath ||
-		    po->cpath2 || !strcmp(po->cpath, a) || !strcmp(po->cpath, b))
+		    po->cpath2 || !strcmp(po->cpath, a) || !strcmp(po->cpath, b) ||
+		    (ch[0] && at_or_under(po->cpath, ch[0])) ||
+		    (ch[1] && at_or_under(po->cpath, ch[1])))
 			return 1;
 	}
 	return 0;
@@ -1086,12 +1109,24 @@ static int dir_move_declined(const struct plan *P, const struct wname *nm, size_
 			     size_t k)
 {
 	const struct wname *m = &nm[k];
+	const char *ch[2] = { NULL, NULL };
+	size_t chop[2] = { SIZE_MAX, SIZE_MAX };
 
 	for (size_t j = 0; j < nnm; j++) {
 		const struct wname *o = &nm[j];
+		const char *c;
 
 		if (j == k || o->kind == W_UNLINK) /* removals go first (W24) */
 			continue;
+		if ((c = chained(o, m))) { /* W20: the other's name, in turn */
+			int at = c == m->stage;
+
+			if (ch[at])
+				return 1;
+			ch[at] = c;
+			chop[at] = o->op;
+			continue;
+		}
 		if (at_or_under(o->path, m->path) || at_or_under(o->path, m->stage) ||
 		    ((W_FROM_TREE(o->kind) || o->kind == W_SWAP) &&
 		     (at_or_under(o->stage, m->path) || at_or_under(o->stage, m->stage))))
@@ -1099,7 +1134,7 @@ static int dir_move_declined(const struct plan *P, const struct wname *nm, size_
 	}
 	if (m->kind == W_SWAP) /* W21: entries know no swapped paths */
 		return ops_name(P, m->op, m->path, m->stage, nm, nnm);
-	return ops_name_dir(P, m->op, m->path, m->stage, nm, nnm);
+	return ops_name_dir(P, m->op, m->path, m->stage, nm, nnm, ch, chop);
 }
 
 /* 1 if p and q lie in one directory. */
@@ -1196,10 +1231,10 @@ static int removal_declined(const struct wname *nm, size_t nnm, size_t k)
  * most W_NAME_MAX bytes), or renames of a directory of the tree (W20), each
  * object renamed or linked once and not removed by the same transaction,
  * from a path of at most W_NAME_MAX bytes (the entry's name), to a name
- * that no other rename or link leaves or uses (no chains, no cycles),
- * from a name no new directory takes, and with no rmdir in the
- * transaction (removals go first, W2).  A directory's entry says so in
- * its mode (S_IFDIR).
+ * that no other rename or link leaves or uses, unless a rename left it
+ * earlier in step order (chained()), from a name no new directory takes;
+ * removals as W24 lets them (removal_declined()).  A directory's entry
+ * says so in its mode (S_IFDIR).
  */
 int fx_w_move_declined(struct fstx_domain *d, const struct plan *P, struct wname *nm,
 		       size_t nnm)
@@ -1241,7 +1276,8 @@ int fx_w_move_declined(struct fstx_domain *d, const struct plan *P, struct wname
 			if ((W_FROM_TREE(o->kind) || o->kind == W_UNLINK || o->kind == W_SWAP) &&
 			    (o->ino == m->ino || (o->kind == W_SWAP && o->ino2 == m->ino)))
 				return 1;
-			if (W_FROM_TREE(o->kind) && !strcmp(o->stage, m->path))
+			if (W_FROM_TREE(o->kind) && !strcmp(o->stage, m->path) &&
+			    !chained(o, m))
 				return 1;
 			if (o->kind == W_MKDIR && o->path && !strcmp(o->path, m->stage))
 				return 1;

@@ -3189,6 +3189,62 @@ static void names_tree_swap(void **state)
 	}
 }
 
+/*
+ * W15, W20: renames that chain, one taking the name another left before
+ * it (a rotation: rename b old, rename a b, a new a; a directory kept
+ * aside while another takes its name): one barrier, the undo way's tree,
+ * replay the same, also from the state power loss leaves when it keeps
+ * the first rename only.  An op on the data under the name two
+ * directories share takes the undo way (a path there names two objects).
+ */
+static void names_move_chain(void **state)
+{
+	static const char *const logged[] = {
+		"rename b old\nrename a b\nopen 0 a O_WRONLY|O_CREAT|O_EXCL 0644\n"
+		"pwrite 0 \"fresh\" 0\n",
+		"rename d d.old\nrename empty d\n",
+		"rename d d.old\nrename a d\nopen 0 d.old/c O_RDWR\npwrite 0 \"X\" 0\n",
+	};
+	static const char *const undo[] = {
+		"open 0 d/c O_RDWR\npwrite 0 \"X\" 0\nrename d d.old\nrename empty d\n",
+		"rename d d.old\nrename empty d\nsetxattr d.old/c user.q \"1\"\n"
+		"open 0 d/n O_WRONLY|O_CREAT\n",
+	};
+	char *d, *want, *got;
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(logged) / sizeof(logged[0]); k++) {
+		want = undo_after(logged[k]);
+		d = log_one_barrier(logged[k]);
+		got = t_snapshot(d);
+		assert_string_equal(got, want);
+		free(got);
+		replay_twice(d, want);
+		t_drop(d);
+		d = log_one_barrier(logged[k]); /* the first rename kept alone */
+		if (k == 0) {
+			unlink_rel(d, "a", 0);
+			mv_rel(d, "b", "a");
+		} else {
+			mv_rel(d, "d", k == 1 ? "empty" : "a");
+		}
+		replay_twice(d, want);
+		free(want);
+		t_drop(d);
+	}
+	for (size_t k = 0; k < sizeof(undo) / sizeof(undo[0]); k++) {
+		want = undo_after(undo[k]);
+		d = t_fresh();
+		assert_int_equal(tx_text(d, undo[k], NULL), 0);
+		assert_true(wal_end_dir(d) <= 1024); /* no record */
+		got = t_snapshot(d);
+		assert_string_equal(got, want);
+		free(got);
+		free(want);
+		t_drop(d);
+	}
+}
+
 static int other_mount(int fd, uint64_t *id)
 {
 	(void)fd;
@@ -4473,6 +4529,7 @@ int main(void)
 		cmocka_unit_test(names_unlink_linked),
 		cmocka_unit_test(names_gone_under_file),
 		cmocka_unit_test(names_tree_swap),
+		cmocka_unit_test(names_move_chain),
 		cmocka_unit_test(names_dir_renamed),
 		cmocka_unit_test(remount_replays_all),
 		cmocka_unit_test(mount_id_missing),
