@@ -310,7 +310,7 @@ static long long dev_busy_ms(void)
 
 /* ---- the work, described once --------------------------------------------- */
 
-enum kind { PUT, PUTNEW, RENAME, DEL, MKDIR };
+enum kind { PUT, PUTNEW, RENAME, DEL, MKDIR, RMDIR };
 
 struct op {
 	enum kind k;
@@ -378,6 +378,7 @@ static const struct workload wls[] = {
 	{ "f", 2, 1, 1, 10000 * 512 },
 	{ "g", 100, 1, 0, 4096 + 8 + 256 },
 	{ "n", 50, 1, 0, 4096 + 8 + 256 },
+	{ "h", 10, 1, 0, 20 * 4096 },
 };
 #define NWL (sizeof(wls) / sizeof(wls[0]))
 
@@ -411,6 +412,13 @@ static void setup_txn(const struct workload *w, int p, int ntx, struct txn *t)
 	case 'n':
 		add(t, MKDIR, "objs", NULL, NULL, 0, 0, NULL);
 		add(t, PUTNEW, "index", NULL, bufs[7], 256, 1, NULL);
+		break;
+	case 'h':
+		add(t, MKDIR, "pkg", NULL, NULL, 0, 0, NULL);
+		for (int k = 0; k < 20; k++) {
+			snprintf(name, sizeof(name), "pkg/f%d", k);
+			add(t, PUTNEW, name, NULL, bufs[7] + k, 4096, 1, NULL);
+		}
 		break;
 	default:
 		break;
@@ -459,6 +467,20 @@ static void work_txn(const struct workload *w, int p, int i, struct txn *t)
 		snprintf(name, sizeof(name), "objs/o%d", i);
 		add(t, PUTNEW, name, NULL, b, 4096, 1, xv[i % 7]);
 		add(t, PUT, "index", NULL, b + 1, 256, 1, NULL);
+		break;
+	case 'h': /* a package manager's switch: the new tree in, the old out */
+		add(t, MKDIR, "pkg.new", NULL, NULL, 0, 0, NULL);
+		for (int k = 0; k < 20; k++) {
+			snprintf(name, sizeof(name), "pkg.new/f%d", k);
+			add(t, PUTNEW, name, NULL, b + k, 4096, 1, NULL);
+		}
+		add(t, RENAME, "pkg", "pkg.old", NULL, 0, 0, NULL);
+		add(t, RENAME, "pkg.new", "pkg", NULL, 0, 0, NULL);
+		for (int k = 0; k < 20; k++) {
+			snprintf(name, sizeof(name), "pkg.old/f%d", k);
+			add(t, DEL, name, NULL, NULL, 0, 0, NULL);
+		}
+		add(t, RMDIR, "pkg.old", NULL, NULL, 0, 0, NULL);
 		break;
 	}
 }
@@ -534,12 +556,26 @@ static void run_files(struct ctx *c, const struct txn *t)
 		case RENAME:
 			must(renameat(c->dfd, o->path, c->dfd, o->path2) == 0, "rename",
 			     o->path);
+			for (int k = 0; c->m == RENAMEP && k < ndirty; k++) {
+				size_t l = strlen(o->path);
+
+				/* a dirty directory moved: fsynced where it ends */
+				if (!strncmp(dirty[k], o->path, l) &&
+				    (!dirty[k][l] || dirty[k][l] == '/')) {
+					snprintf(tmp, sizeof(tmp), "%s%s", o->path2, dirty[k] + l);
+					memcpy(dirty[k], tmp, 63);
+					dirty[k][63] = 0;
+				}
+			}
 			break;
 		case DEL:
 			must(unlinkat(c->dfd, o->path, 0) == 0, "unlink", o->path);
 			break;
 		case MKDIR:
 			must(mkdirat(c->dfd, o->path, 0755) == 0, "mkdir", o->path);
+			break;
+		case RMDIR:
+			must(unlinkat(c->dfd, o->path, AT_REMOVEDIR) == 0, "rmdir", o->path);
 			break;
 		}
 		if (c->m != RENAMEP)
@@ -565,6 +601,8 @@ static void run_files(struct ctx *c, const struct txn *t)
 	}
 	for (int k = 0; k < ndirty; k++) {
 		fd = openat(c->dfd, dirty[k], O_RDONLY | O_DIRECTORY);
+		if (fd < 0 && errno == ENOENT)
+			continue; /* removed: its parent's fsync covers that */
 		must(fd >= 0 && fsync(fd) == 0, "fsync dir", dirty[k]);
 		close(fd);
 	}
@@ -642,6 +680,7 @@ static void run_sqlite(struct ctx *c, const struct txn *t)
 			step(c->db, c->ren);
 			break;
 		case DEL:
+		case RMDIR:
 			sqlite3_bind_text(c->del, 1, o->path, -1, SQLITE_STATIC);
 			step(c->db, c->del);
 			break;
@@ -691,6 +730,9 @@ static void run_fstx(struct ctx *c, const struct txn *t)
 			break;
 		case MKDIR:
 			fstx_tx_mkdir(tx, o->path, 0755);
+			break;
+		case RMDIR:
+			fstx_tx_rmdir(tx, o->path);
 			break;
 		}
 	}
@@ -1016,7 +1058,7 @@ static int listed(const char *list, const char *name)
 static void usage(int st)
 {
 	fprintf(st ? stderr : stdout,
-		"usage: fstxbench [-w a,b,c,d,e1,e8,f,g,n] [-m METHODS] [-r ROUNDS] "
+		"usage: fstxbench [-w a,b,c,d,e1,e8,f,g,h,n] [-m METHODS] [-r ROUNDS] "
 		"[-s SCALE] [-t TAG] [-f USEC] DIR\n"
 		"methods: raw,raw-fsync,rename,sqlite-wal,sqlite-del,fstx,fstx-crash,\n"
 		"         fstx-wal,fstx-wal-crash,fstx-lazy\n"
@@ -1028,7 +1070,7 @@ static void usage(int st)
 
 int main(int argc, char **argv)
 {
-	const char *wlist = "a,b,c,d,e1,e8,f,g,n", *mlist = NULL, *tag = "-";
+	const char *wlist = "a,b,c,d,e1,e8,f,g,h,n", *mlist = NULL, *tag = "-";
 	double scale = 1;
 	int rounds = 3, o;
 

@@ -28,6 +28,7 @@ desc() {
 	f) echo "10000 files of 512 bytes in a new directory (transaction size)" ;;
 	g) echo "object put: new 4 KiB object + user xattr, 256-byte index overwritten in place" ;;
 	n) echo "(g) while a neighbour process keeps 256 MiB dirty on the same filesystem" ;;
+	h) echo "a directory of 20 files of 4 KiB switched for a new one, the old one removed" ;;
 	esac
 }
 {
