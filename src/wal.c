@@ -42,8 +42,9 @@
  *      directory is named .fstx/wnew/SALT-OFFSET-STEP-x, which a checkpoint
  *      removes alone: a file another process put in it stays, domain.c
  *      FX_WNEW_KEEP; test_wal names_rmdir; while a record of the log makes
- *      a directory, which replay knows by its name only, the transaction
- *      checkpoints first, moves_first(): names_rmdir_made); its other changes pwrites
+ *      a directory in place, which replay knows by its name only, the
+ *      transaction checkpoints first, moves_first(): names_rmdir_made;
+ *      W24 for staged ones); its other changes pwrites
  *      at fixed offsets into existing or new regular files (O_APPEND
  *      ones too, W14), truncates of them (also by O_TRUNC), setxattr
  *      of small user.* xattrs and removexattr of user.* ones (replay
@@ -534,8 +535,16 @@
  *      paths of the tree as it was.  Replay and the checkpoint take a
  *      path that runs through a file now as gone (ENOTDIR as ENOENT:
  *      a later entry made a file at the name of a directory removed).
- *      test_wal names_tree_swap, names_gone_under_file; the sequence's
- *      last transaction, in the kill and fault sweeps.
+ *      A staged new directory's entry names the staged directory's inode,
+ *      so replay skips it, as any entry on an inode a later record
+ *      removes (W5), and makes a lost one again under a remapped inode;
+ *      so a transaction that removes a directory a record made staged,
+ *      or renames then removes an object (a rename before the removal
+ *      of its last name makes no entry), does not checkpoint first
+ *      (moves_first()): switches in a row cost one barrier each, where
+ *      each checkpointed first (an fsync of everything the log named).
+ *      test_wal names_tree_swap, names_gone_under_file, switch_kill; the
+ *      sequence's last transaction, in the kill and fault sweeps.
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to
@@ -1123,14 +1132,30 @@ static void close_targets(struct fstx_domain *d, struct tfds *F,
 	}
 }
 
-/* Has the object a removal step s takes a name of other names (W17)?
- * One not found as planned counts as one that has. */
-static int other_names(struct fstx_domain *d, const struct fx_step *s)
+/* Has the object a removal (or rename) step k takes a name of other names
+ * (W17)?  Looked for at the path it had when the transaction began (W24;
+ * moved: the steps move names on before it).  One not found as planned
+ * counts as one that has. */
+static int other_names(struct fstx_domain *d, const struct plan *P, size_t k, int moved)
 {
+	const struct fx_step *s = &P->steps[k];
+	char buf[PATH_MAX];
+	const char *p = moved ? fx_w_first_path(P, k, buf) : s->src;
 	struct stat st;
 
-	return fx_lstat(d, s->src, &st) < 0 || (uint64_t)st.st_ino != s->ino ||
+	return !p || fx_lstat(d, p, &st) < 0 || (uint64_t)st.st_ino != s->ino ||
 	       (!S_ISDIR(st.st_mode) && st.st_nlink > 1);
+}
+
+/* W24: does a step after k remove the object step k renames (the rename
+ * then makes no entry of its own, wal_stage.c collapsed())? */
+static int removed_later(const struct plan *P, size_t k)
+{
+	for (size_t j = k + 1; j < P->nsteps; j++)
+		if (P->steps[j].kind == FX_ST_MOVE && P->steps[j].ino == P->steps[k].ino &&
+		    !P->steps[j].newid && fx_under(P->steps[j].dst, FX_TRASH))
+			return 1;
+	return 0;
 }
 
 /* Does step s rename a directory (W20)? */
@@ -1154,8 +1179,8 @@ static int names_id(void *arg, uint64_t off, const struct went *e)
 	const struct wids *w = arg;
 
 	(void)off;
-	if (w->rmdir && e->kind == W_MKDIR)
-		return 1;
+	if (w->rmdir && e->kind == W_MKDIR && !e->ino)
+		return 1; /* made in place: replay knows it by its name only */
 	for (size_t j = 0; j < w->n; j++)
 		if (e->ino == w->id[j] || (e->kind == W_SWAP && e->a == w->id[j]))
 			return 1;
@@ -1170,26 +1195,35 @@ static int names_id(void *arg, uint64_t off, const struct went *e)
  * then finds every object where its record says.  One that renames a
  * directory checkpoints first whatever the log holds (W20: no record
  * before its own knows a path under the name it leaves), and one that
- * removes a directory when a record of the log makes one (W2: replay
- * knows a new directory by its name only, and would make it again).
- * 0 or -errno.
+ * removes a directory when a record of the log makes one in place (W2:
+ * replay knows such a directory by its name only, and would make it
+ * again; a staged one's entry names its inode, W24).  A rename of an
+ * object that the transaction then removes is a removal (W24: no entry
+ * of its own, so no record after knows the name it gives).  0 or -errno.
  */
 static int moves_first(struct fstx_domain *d, const struct plan *P)
 {
 	struct wids w = { .n = 0 };
-	int r = 0;
+	int r = 0, moved = 0, was;
 
 	if (d->wal_end <= W_START)
 		return 0; /* an empty log names nothing */
 	for (size_t k = 0; k < P->nsteps && r == 0; k++) {
 		const struct fx_step *s = &P->steps[k];
 
+		/* does a step before the next move a name on? (W24) */
+		was = moved;
+		moved |= s->kind == FX_ST_MOVE && !fx_under(s->dst, FX_TRASH) &&
+			 ((!s->newid && s->ino) ||
+			  (s->newid > 0 && *s->src && !fx_under(s->src, FX_META)));
 		if (s->kind != FX_ST_MOVE || s->newid || !s->ino)
 			continue;
 		if (fx_under(s->dst, FX_TRASH) && P->ops[s->op].op == BTRFS_IOC_UT_OP_RMDIR)
 			w.rmdir = 1; /* a record's new directory there? (W2) */
-		if (fx_under(s->dst, FX_TRASH) && !other_names(d, s))
-			continue; /* a removal: of its object's last name */
+		if ((fx_under(s->dst, FX_TRASH) || removed_later(P, k)) &&
+		    !other_names(d, P, k, was))
+			continue; /* a removal of its object's last name, or a
+				   * rename before one (W24: no entry of its own) */
 		if (!fx_under(s->dst, FX_TRASH) && moves_dir(d, s))
 			r = 1; /* W20: the first record of its log */
 		if (w.n == sizeof(w.id) / sizeof(w.id[0]))

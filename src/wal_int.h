@@ -282,6 +282,7 @@ int fx_w_mend(struct fstx_domain *d);
 
 /* ---- wal_stage.c: the names a record makes (W1, W2) -------------------- */
 /* The name entries of plan P into nm (P->nsteps + 1 of them): their count. */
+const char *fx_w_first_path(const struct plan *P, size_t k, char buf[PATH_MAX]);
 size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
 		     struct wname *nm);
 /* Which new directories are staged whole, with the files made in them. */

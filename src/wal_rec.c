@@ -31,7 +31,8 @@
  *       9 removexattr, 10 rename of an object of the tree (W15), 11 a
  *       new name (hard link) of an object of the tree (W16), 12 an
  *       exchange of two names in one directory (W21)
- *     4 u32 path length     8 u64 inode number the file must have (mkdir 0)
+ *     4 u32 path length     8 u64 inode number the file must have (mkdir:
+ *       its staged directory's, 0 for one made in place; W24)
  *    16 u64 a: pwrite offset, truncate size, setxattr 0, mode (4, 5), 0 (6, 7),
  *       the offset in the file and in the staged file (8), 0 (9, 11),
  *       0 or S_IFDIR (0x4000: a directory, W20) (10), the inode that
@@ -51,7 +52,8 @@
  *       u64 length, 1 to FX_WAL_MAX_OFF - a, and u64 inode number of the
  *       staged file), zeros to the next multiple of 8
  *
- * Name entries come first in a record: removals, then new directories,
+ * Name entries come first in a record: removals (at the paths their
+ * objects had when the transaction began, deepest first: W24), then new directories,
  * then renames and links of objects of the tree (W15, W16, together in
  * step order), then new files, then new
  * symlinks (each at the name the transaction leaves it at), each kind in
@@ -597,7 +599,11 @@ int fx_w_name_apply(struct fstx_domain *d, uint32_t kind, const char *path,
 		if (*stage && (rs = fx_lstat(d, stage, &sst)) != -ENOENT)
 			return rs < 0 ? rs : !S_ISDIR(sst.st_mode) ? -EUCLEAN :
 			       fx_move(d, stage, path, NULL);
-		return mkdir_at(d, path, mode);
+		if ((r = mkdir_at(d, path, mode)) < 0 || !ino)
+			return r;
+		/* made again: later records know it by the staged one's
+		 * inode (W24), this one now */
+		return (r = fx_lstat(d, path, &st)) < 0 ? r : remap(d, ino, (uint64_t)st.st_ino);
 	}
 	if (r < 0 && r != -ENOENT)
 		return r;
@@ -863,9 +869,10 @@ static int replay_entry(struct fstx_domain *d, const struct went *e,
 {
 	int fd, r;
 
-	if (e->kind != W_UNLINK && e->kind != W_MKDIR && e->kind != W_MOVE &&
+	if (e->kind != W_UNLINK && (e->kind != W_MKDIR || e->ino) && e->kind != W_MOVE &&
 	    e->kind != W_SWAP && fx_w_gone_later(d, e->ino, v->off))
-		return 0; /* a later record removes it: its state is moot */
+		return 0; /* a later record removes it: its state is moot (a
+			   * directory too, known by its staged inode: W24) */
 	if (e->kind == W_SYMLINK) {
 		char t[PATH_MAX];
 

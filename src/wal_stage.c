@@ -423,6 +423,33 @@ void fx_w_link_inodes(struct wname *nm, size_t nnm)
 }
 
 /*
+ * W24: the path the object of step k had when the transaction began, for
+ * one who has no struct nix (wal.c moves_first()): first_path() over the
+ * steps before k that move a name on.  NULL past PATH_MAX.
+ */
+const char *fx_w_first_path(const struct plan *P, size_t k, char buf[PATH_MAX])
+{
+	const char *p = P->steps[k].src;
+
+	for (size_t j = k; j-- > 0;) {
+		const struct fx_step *s = &P->steps[j];
+		size_t n = strlen(s->dst), a, b;
+
+		if (s->kind != FX_ST_MOVE || fx_under(s->dst, FX_TRASH) ||
+		    !((!s->newid && s->ino) ||
+		      (s->newid > 0 && *s->src && !fx_under(s->src, FX_META))) ||
+		    strncmp(p, s->dst, n) || (p[n] && p[n] != '/'))
+			continue;
+		if ((a = strlen(s->src)) + (b = strlen(p + n)) >= PATH_MAX)
+			return NULL;
+		memmove(buf + a, p + n, b + 1);
+		memcpy(buf, s->src, a);
+		p = buf;
+	}
+	return p;
+}
+
+/*
  * The removals of objects of the tree (unlink, rmdir, the old file a
  * rename replaces), in step order, into nm; each at the path its object
  * had when the transaction began (W24: the record removes them before
@@ -591,6 +618,7 @@ int fx_w_stage_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm)
 	for (size_t k = 0; k < nnm; k++) {
 		struct wname *w = &nm[k];
 		const char *n;
+		struct stat st;
 		int dfd, r;
 
 		if (w->kind != W_MKDIR || !*w->stage)
@@ -606,6 +634,8 @@ int fx_w_stage_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm)
 						   0, FX_RESOLVE);
 		}
 		fx_os.close(dfd);
+		if (r >= 0 && (r = fx_os.fstat(w->sfd, &st)) == 0)
+			w->ino = (uint64_t)st.st_ino; /* its entry names it (W24) */
 		if (r < 0)
 			return r;
 	}

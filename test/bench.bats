@@ -73,6 +73,25 @@ field() {
 	[ -z "$(ls -A "$D/work")" ]
 }
 
+@test "fstxbench: a directory switch in a row commits with one fdatasync each" {
+	mkdir -p "$D/work"
+	"$BENCH" -s 0.3 -r 1 -w h -m rename,fstx,fstx-crash -t t "$D/work" >"$D/out.tsv"
+	[ "$(wc -l <"$D/out.tsv")" -eq 3 ]
+	# (h), 3 transactions: a new directory of 20 files takes pkg's place
+	# and the old one goes.  fstx: one fdatasync each and no checkpoint
+	# between them (wal.c W24), then the run's checkpoint: the new
+	# header's fdatasync, an fsync of each of the 20 files, their
+	# directory, the root and .fstx/wnew/ (23 / 3); crash-only: none.
+	# The rename pattern: each file, the new directory, the root.
+	[ "$(field h fstx 9)" = 1.33 ]
+	[ "$(field h fstx 8)" = 7.67 ]
+	[ "$(field h fstx 10)" = 0.00 ]
+	[ "$(field h fstx-crash 8)" = 0.00 ]
+	[ "$(field h fstx-crash 9)" = 0.00 ]
+	[ "$(field h rename 8)" = 22.00 ]
+	[ -z "$(ls -A "$D/work")" ]
+}
+
 @test "fstxbench: 8 concurrent writers all commit" {
 	mkdir -p "$D/work"
 	"$BENCH" -s 0.1 -r 1 -w e8 -m fstx,fstx-crash,sqlite-wal,fstx-wal,fstx-lazy -t t "$D/work" >"$D/out.tsv"

@@ -3245,6 +3245,76 @@ static void names_move_chain(void **state)
 	}
 }
 
+/*
+ * W24: switches of d in a row, each a new directory that takes d's place
+ * while the old d goes, commit with one barrier each and no checkpoint
+ * between them (the records that made the old one's directory and files
+ * name them by inode, and replay skips what a later record removes).
+ * Killed before or after every OS call of the three, recovered: the
+ * state after those that returned, or one more; replayed whole after a
+ * reboot: the last, where the last removes the third's d for good.
+ */
+#define NSW 4
+static const char *const switches[NSW] = {
+	"mkdir n\nopen 0 n/c O_WRONLY|O_CREAT\npwrite 0 \"one\" 0\nclose 0\n"
+	"rename d d.old\nrename n d\nunlink d.old/c\nunlink d.old/e/f\nrmdir d.old/e\n"
+	"rmdir d.old\n",
+	"mkdir n\nopen 0 n/c O_WRONLY|O_CREAT\npwrite 0 \"two\" 0\nclose 0\n"
+	"open 1 n/x O_WRONLY|O_CREAT\npwrite 1 \"x\" 0\nclose 1\nrename d d.old\n"
+	"rename n d\nunlink d.old/c\nrmdir d.old\n",
+	"mkdir n\nopen 0 n/c O_WRONLY|O_CREAT\npwrite 0 \"three\" 0\nclose 0\n"
+	"rename d d.old\nrename n d\nunlink d.old/c\nunlink d.old/x\nrmdir d.old\n"
+	"setxattr d/c user.s \"3\"\n",
+	"unlink d/c\nrmdir d\n", /* no other takes the name: replay must not
+				    * make the third's d again */
+};
+
+static void switch_kill(void **state)
+{
+	char *st[NSW + 1], *d = t_fresh(), *got;
+	long n, points = 0;
+
+	(void)state;
+	st[0] = t_snapshot(d);
+	fx_wal_auto = 0; /* the states, the undo way */
+	for (int k = 0; k < NSW; k++) {
+		assert_int_equal(tx_text(d, switches[k], NULL), 0);
+		st[k + 1] = t_snapshot(d);
+	}
+	fx_wal_auto = 1;
+	t_drop(d);
+	d = t_fresh();
+	assert_true(domain_recover(d) >= 0);
+	fo_install(FO_COUNT, 0, 0);
+	for (int k = 0; k < NSW; k++)
+		assert_int_equal(tx_text(d, switches[k], NULL), 0);
+	n = fo.calls;
+	fo_remove();
+	assert_int_equal(fo.fdatasyncs, NSW); /* one each, */
+	assert_int_equal(fo.fsyncs, 0);	      /* no checkpoint between */
+	got = t_snapshot(d);
+	assert_string_equal(got, st[NSW]);
+	free(got);
+	replay_twice(d, st[NSW]); /* every record again, after a reboot */
+	t_drop(d);
+	/* killed before odd calls and after even ones: a kill after call k
+	 * leaves what one before call k + 1 does */
+	for (int m = 0; m < 2; m++)
+		for (long k = 1 + m; k <= n + 20; k += 2 * call_stride()) {
+			struct seq q = { switches, NSW, (int)(k / 2 % 2), 0, NULL };
+
+			d = t_fresh();
+			kill_point(d, &q, m, k, st,
+				   m ? "switch kill-after call" : "switch kill-before call");
+			assert_int_equal(tx_text(d, "truncate old 1\n", NULL), 0);
+			points++;
+			t_drop(d);
+		}
+	printf("wal switch kill: %d tx in sequence, %ld crash points, 0 torn\n", NSW, points);
+	for (int k = 0; k <= NSW; k++)
+		free(st[k]);
+}
+
 static int other_mount(int fd, uint64_t *id)
 {
 	(void)fd;
@@ -4530,6 +4600,7 @@ int main(void)
 		cmocka_unit_test(names_gone_under_file),
 		cmocka_unit_test(names_tree_swap),
 		cmocka_unit_test(names_move_chain),
+		cmocka_unit_test(switch_kill),
 		cmocka_unit_test(names_dir_renamed),
 		cmocka_unit_test(remount_replays_all),
 		cmocka_unit_test(mount_id_missing),
