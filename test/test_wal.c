@@ -2049,6 +2049,20 @@ static char *logged_as_undo(const char *tx)
 	return want;
 }
 
+/* tx takes the undo way (no record) and leaves the undo way's tree. */
+static void undo_way_only(const char *tx)
+{
+	char *want = undo_after(tx), *d = t_fresh(), *got;
+
+	assert_int_equal(tx_text(d, tx, NULL), 0);
+	assert_true(wal_end_dir(d) <= 1024); /* no record */
+	got = t_snapshot(d);
+	assert_string_equal(got, want);
+	free(got);
+	free(want);
+	t_drop(d);
+}
+
 /*
  * W14: O_APPEND writes ride the log as pwrites at the ends found under the
  * lock (after a truncate, with two appends in a row, into a new file):
@@ -3156,37 +3170,14 @@ static void names_tree_swap(void **state)
 		"mkdir n\nopen 0 n/c O_WRONLY|O_CREAT\npwrite 0 \"C2\" 0\nrename n d exchange\n"
 		"unlink n/c\nunlink n/e/f\nrmdir n/e\nrmdir n\n",
 	};
-	char *d, *want, *got, *p, *q;
-
 	(void)state;
 	for (size_t k = 0; k < sizeof(logged) / sizeof(logged[0]); k++) {
-		want = undo_after(logged[k]);
-		d = log_one_barrier(logged[k]);
-		got = t_snapshot(d);
-		assert_string_equal(got, want);
-		free(got);
-		if (k == 0 || k == 4) { /* the removals kept, the switch lost */
-			assert_true(asprintf(&p, "%s/d", d) > 0);
-			assert_true(asprintf(&q, "%s/empty", d) > 0);
-			assert_int_equal(rename(p, q), 0);
-			free(p);
-			free(q);
-		}
-		replay_twice(d, want);
-		free(want);
-		t_drop(d);
+		free(logged_as_undo(logged[k]));
+		if (k == 0 || k == 4) /* the removals kept, the switch lost */
+			lost_then_replayed(logged[k], mv_rel, "d", "empty");
 	}
-	for (size_t k = 0; k < sizeof(undo) / sizeof(undo[0]); k++) {
-		want = undo_after(undo[k]);
-		d = t_fresh();
-		assert_int_equal(tx_text(d, undo[k], NULL), 0);
-		assert_true(wal_end_dir(d) <= 1024); /* no record */
-		got = t_snapshot(d);
-		assert_string_equal(got, want);
-		free(got);
-		free(want);
-		t_drop(d);
-	}
+	for (size_t k = 0; k < sizeof(undo) / sizeof(undo[0]); k++)
+		undo_way_only(undo[k]);
 }
 
 /*
@@ -3210,17 +3201,11 @@ static void names_move_chain(void **state)
 		"rename d d.old\nrename empty d\nsetxattr d.old/c user.q \"1\"\n"
 		"open 0 d/n O_WRONLY|O_CREAT\n",
 	};
-	char *d, *want, *got;
+	char *d, *want;
 
 	(void)state;
 	for (size_t k = 0; k < sizeof(logged) / sizeof(logged[0]); k++) {
-		want = undo_after(logged[k]);
-		d = log_one_barrier(logged[k]);
-		got = t_snapshot(d);
-		assert_string_equal(got, want);
-		free(got);
-		replay_twice(d, want);
-		t_drop(d);
+		want = logged_as_undo(logged[k]);
 		d = log_one_barrier(logged[k]); /* the first rename kept alone */
 		if (k == 0) {
 			unlink_rel(d, "a", 0);
@@ -3232,17 +3217,8 @@ static void names_move_chain(void **state)
 		free(want);
 		t_drop(d);
 	}
-	for (size_t k = 0; k < sizeof(undo) / sizeof(undo[0]); k++) {
-		want = undo_after(undo[k]);
-		d = t_fresh();
-		assert_int_equal(tx_text(d, undo[k], NULL), 0);
-		assert_true(wal_end_dir(d) <= 1024); /* no record */
-		got = t_snapshot(d);
-		assert_string_equal(got, want);
-		free(got);
-		free(want);
-		t_drop(d);
-	}
+	for (size_t k = 0; k < sizeof(undo) / sizeof(undo[0]); k++)
+		undo_way_only(undo[k]);
 }
 
 /*
