@@ -545,7 +545,8 @@ static int wal_steps_ok(const struct plan *P)
 		const struct fx_step *s = &P->steps[k];
 		uint32_t op = (uint32_t)P->ops[s->op].op;
 
-		if (fx_wal_swap_at(P, k)) { /* an exchange, through .fstx/new/ (W21) */
+		/* an exchange, through .fstx/new/ (W21, W24) */
+		if (fx_wal_swap_at(P, k) || fx_wal_swap_new_at(P, k)) {
 			k += 2;
 			continue;
 		}

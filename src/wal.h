@@ -49,6 +49,9 @@ extern uint64_t fx_wal_keep;
 /* W21: do steps k, k+1, k+2 of P exchange two names (the planner's way,
  * through .fstx/new/)? */
 int fx_wal_swap_at(const struct plan *P, size_t k);
+/* W24: do they exchange a new object with one of the tree?  1 the new one
+ * moves first, 2 the tree's; else 0. */
+int fx_wal_swap_new_at(const struct plan *P, size_t k);
 /*
  * W13: is a pwrite of len bytes (into a file the transaction makes: newf)
  * staged in a file of its own and cloned into place, not logged?  Only

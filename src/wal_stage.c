@@ -152,7 +152,12 @@ static int nix_build(const struct plan *P, struct nix *X)
 				break;
 			}
 		}
-		if (*s->src && !fx_under(s->src, FX_NEW))
+		/* from a name, or on from .fstx/new/ where an exchange put
+		 * it (W24) */
+		if ((*s->src && !fx_under(s->src, FX_NEW)) ||
+		    (fx_under(s->src, FX_NEW) && X->nmoves &&
+		     P->steps[X->moves[X->nmoves - 1]].newid == s->newid &&
+		     !strcmp(P->steps[X->moves[X->nmoves - 1]].dst, s->src)))
 			X->moves[X->nmoves++] = k;
 		if (fx_under(s->dst, FX_META))
 			continue;
@@ -215,7 +220,10 @@ static size_t names_made(struct fstx_domain *d, const struct plan *P, const stru
  * .fstx/new/, then its MOVE to the new name) of initial objects, in step
  * order; the new count, or SIZE_MAX when memory runs out.
  */
-int fx_wal_swap_at(const struct plan *P, size_t k)
+/* Are steps k, k+1, k+2 the planner's exchange of two names (the first
+ * object through .fstx/new/ to the second's name, the second to the
+ * first's), whatever the objects? */
+static int swap_shape(const struct plan *P, size_t k)
 {
 	const struct fx_step *s = &P->steps[k];
 	const struct btrfs_ioctl_usertrans_op *op = &P->ops[s->op];
@@ -223,12 +231,36 @@ int fx_wal_swap_at(const struct plan *P, size_t k)
 	if (k + 2 >= P->nsteps || op->op != FSTX_OP_RENAME || op->args[2] != RENAME_EXCHANGE)
 		return 0;
 	for (int j = 0; j < 3; j++)
-		if (s[j].kind != FX_ST_MOVE || s[j].newid || !s[j].ino || s[j].op != s->op)
+		if (s[j].kind != FX_ST_MOVE || s[j].op != s->op)
 			return 0;
 	return fx_under(s[0].dst, FX_NEW) && !fx_under(s[0].src, FX_META) &&
 	       !strcmp(s[1].dst, s[0].src) && !fx_under(s[1].src, FX_META) &&
-	       !strcmp(s[2].src, s[0].dst) && !strcmp(s[2].dst, s[1].src) &&
-	       s[2].ino == s[0].ino;
+	       !strcmp(s[2].src, s[0].dst) && !strcmp(s[2].dst, s[1].src);
+}
+
+int fx_wal_swap_at(const struct plan *P, size_t k)
+{
+	const struct fx_step *s = &P->steps[k];
+
+	if (!swap_shape(P, k))
+		return 0;
+	for (int j = 0; j < 3; j++)
+		if (s[j].newid || !s[j].ino)
+			return 0;
+	return s[2].ino == s[0].ino;
+}
+
+int fx_wal_swap_new_at(const struct plan *P, size_t k)
+{
+	const struct fx_step *s = &P->steps[k];
+
+	if (!swap_shape(P, k))
+		return 0;
+	if (s[0].newid > 0 && s[2].newid == s[0].newid && !s[1].newid && s[1].ino)
+		return 1; /* the new one first, to the tree's object's name */
+	if (!s[0].newid && s[0].ino && !s[2].newid && s[2].ino == s[0].ino && s[1].newid > 0)
+		return 2;
+	return 0;
 }
 
 /*
@@ -299,6 +331,15 @@ static size_t names_moved(const struct plan *P, const struct nix *X, struct wnam
 		uint32_t kind = W_MOVE;
 
 		int side = fx_wal_swap_at(P, k) ? swap_collapsed(P, X, nm, k) : -1;
+		int sn = fx_wal_swap_new_at(P, k);
+
+		if (sn) { /* W24: a new object exchanged with one removed after */
+			if (swap_collapsed(P, X, nm, k) != 2 - sn)
+				return SIZE_MAX; /* kept: its entry would follow
+						  * the new one's at its name */
+			k += 2; /* the new one: at its last name (struct nix) */
+			continue;
+		}
 
 		if (side >= 0) { /* W24: the other object renamed, alone */
 			const struct fx_step *m = side ? &s[2] : &s[1];

@@ -3160,15 +3160,22 @@ static void names_tree_swap(void **state)
 		"rmdir empty\n",
 		/* files exchanged across directories, one then removed */
 		"rename a d/c exchange\nunlink a\n",
+		/* a new directory exchanged with d, which is then removed, both
+		 * ways round */
+		"mkdir n\nopen 0 n/c O_WRONLY|O_CREAT\npwrite 0 \"C2\" 0\nrename n d exchange\n"
+		"unlink n/c\nunlink n/e/f\nrmdir n/e\nrmdir n\n",
+		"mkdir n\nopen 0 n/c O_WRONLY|O_CREAT\npwrite 0 \"C2\" 0\nrename d n exchange\n"
+		"unlink n/c\nunlink n/e/f\nrmdir n/e\nrmdir n\n",
+		/* a new file exchanged with a, which is then removed */
+		"open 0 t O_WRONLY|O_CREAT\npwrite 0 \"new a\" 0\nrename t a exchange\nunlink t\n",
 	};
 	static const char *const undo[] = {
 		"rename d/c c2\nunlink d/e/f\nrmdir d/e\nrmdir d\n",
 		"rename d d.old\nrename d.old/c c2\nunlink d.old/e/f\nrmdir d.old/e\n"
 		"rmdir d.old\n",
 		"rename a a2\nlink a2 a3\nunlink a2\n",
-		/* a new directory exchanged with d, which is then removed */
-		"mkdir n\nopen 0 n/c O_WRONLY|O_CREAT\npwrite 0 \"C2\" 0\nrename n d exchange\n"
-		"unlink n/c\nunlink n/e/f\nrmdir n/e\nrmdir n\n",
+		/* a new directory exchanged with d, which is kept */
+		"mkdir n\nopen 0 n/c O_WRONLY|O_CREAT\npwrite 0 \"C2\" 0\nrename n d exchange\n",
 	};
 	(void)state;
 	for (size_t k = 0; k < sizeof(logged) / sizeof(logged[0]); k++) {
