@@ -821,12 +821,12 @@ static int sync_dir(struct fstx_domain *d, const char *path, unsigned obj,
 	int dfd = fx_parent(d, path, &n), fd;
 
 	if (dfd < 0)
-		return dfd == -ENOENT || dfd == -ENOTDIR ? 0 : dfd; /* gone */
+		return dfd == -ENOENT || dfd == -ENOTDIR || dfd == -ELOOP ? 0 : dfd; /* gone */
 	fx_ss_dir(ss, dfd);
 	fd = !(obj & W_OBJ_FILE) ? -ENOENT :
 	     fx_openat_owned(dfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, FX_RESOLVE);
 	fx_os.close(dfd);
-	if (fd == -ENOENT || fd == -ENOTDIR)
+	if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP)
 		return 0;
 	if (fd < 0)
 		return fd;
@@ -859,7 +859,7 @@ static int sync_entry(struct fstx_domain *d, const struct went *e,
 	/* read-only is enough to fsync, and works on a file made read-only
 	 * since its record (fx_w_entry_fd() wants to write) */
 	fd = fx_open_owned(d, path, O_RDONLY | O_NONBLOCK);
-	if (fd == -ENOENT || fd == -ENOTDIR)
+	if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP)
 		return 0; /* removed since: nothing of the log's there */
 	if (fd < 0)
 		return fd;

@@ -455,13 +455,14 @@ static int restage(struct fstx_domain *d, const char *stage, uint64_t ino,
 }
 
 /* What a name entry finds at path: -ENOENT too where a component of it
- * is no longer a directory (a later entry made a file at the name of a
- * directory removed, so nothing of this entry's is there). */
+ * is no longer a directory (a later entry made a file or symlink at the
+ * name of a directory removed: ENOTDIR, or ELOOP, since no path of the
+ * domain follows a symlink), so nothing of this entry's is there. */
 static int name_stat(struct fstx_domain *d, const char *path, struct stat *st)
 {
 	int r = fx_lstat(d, path, st);
 
-	return r == -ENOTDIR ? -ENOENT : r;
+	return r == -ENOTDIR || r == -ELOOP ? -ENOENT : r;
 }
 
 /*
