@@ -274,7 +274,11 @@ static int collapsed(const struct plan *P, const struct nix *X, struct wname *nm
 		     const char *f0)
 {
 	const struct fx_step *s = &P->steps[k];
+	char buf[PATH_MAX];
 
+	/* the name it gives, in a directory W23 can look at as it is */
+	if (first_path(P, X, k, s->dst, buf) != s->dst)
+		return 0;
 	for (size_t j = 0; j < X->nrm; j++) {
 		struct wname *w = &nm[j];
 
@@ -299,13 +303,15 @@ static int swap_collapsed(const struct plan *P, const struct nix *X, struct wnam
 			  size_t k)
 {
 	const struct fx_step *s = &P->steps[k];
-	char buf[PATH_MAX];
+	char buf[PATH_MAX], buf2[PATH_MAX];
 
 	for (int side = 0; side < 2; side++) {
 		const char *f0 = first_path(P, X, k, s[side].src, buf);
 
 		if (!f0)
 			return -2;
+		if (first_path(P, X, k, s[1 - side].src, buf2) != s[1 - side].src)
+			continue; /* the name it gets, as collapsed() */
 		for (size_t j = 0; j < X->nrm; j++) {
 			struct wname *w = &nm[j];
 
@@ -738,19 +744,24 @@ static int reads_only(const struct btrfs_ioctl_usertrans_op *op)
 /*
  * May op i, which changes the object that removal nm[k] takes a name of,
  * do so by another name (W17)?  Only where the object keeps a name, the
- * op names it by a path no removal of the transaction takes, and no
- * directory of the tree is renamed (W20 would name it under a new path).
+ * op names it by a path it had when the transaction began that no
+ * removal of the transaction takes, and nothing of the tree is renamed
+ * or exchanged (the entries would name it under a new path; W20, W24).
  */
-static int writes_kept_name(const struct plan *P, size_t i, const struct wname *nm,
-			    size_t nnm, size_t k)
+static int writes_kept_name(struct fstx_domain *d, const struct plan *P, size_t i,
+			    const struct wname *nm, size_t nnm, size_t k)
 {
 	const char *p = P->pops[i].cpath;
+	struct stat st;
 
-	if (!nm[k].keeps || !p)
+	/* a name of the tree as the transaction began (W24: not one a
+	 * rename gave, of the file or of a directory above it) */
+	if (!nm[k].keeps || !p || fx_lstat(d, p, &st) < 0 || (uint64_t)st.st_ino != nm[k].ino)
 		return 0;
 	for (size_t j = 0; j < nnm; j++)
 		if ((nm[j].kind == W_UNLINK && !strcmp(nm[j].path, p)) ||
-		    (nm[j].kind == W_MOVE && nm[j].mode == S_IFDIR))
+		    (nm[j].kind == W_UNLINK && nm[j].via) || nm[j].kind == W_MOVE ||
+		    nm[j].kind == W_SWAP)
 			return 0;
 	return 1;
 }
@@ -783,7 +794,7 @@ int fx_w_removal_declined(struct fstx_domain *d, const struct plan *P,
 		nm[k].keeps = !S_ISDIR(st.st_mode) && st.st_nlink > gone;
 		for (size_t i = 0; i < P->nops; i++)
 			if (ino[i] == nm[k].ino && !reads_only(&P->ops[i]) &&
-			    !writes_kept_name(P, i, nm, nnm, k))
+			    !writes_kept_name(d, P, i, nm, nnm, k))
 				return 1;
 	}
 	return 0;
@@ -847,8 +858,9 @@ static int names_locked(struct fstx_domain *d, const struct wname *w, char last[
 	char buf[PATH_MAX];
 
 	switch (w->kind) {
-	case W_UNLINK:
-		return attr_locked(d, w->path) || attr_locked(d, fx_dirname(w->path, buf));
+	case W_UNLINK: /* and where a rename it took over put it (W24) */
+		return attr_locked(d, w->path) || attr_locked(d, fx_dirname(w->path, buf)) ||
+		       (w->via && attr_locked(d, fx_dirname(w->via, buf)));
 	case W_MOVE:
 		return attr_locked(d, w->stage) || attr_locked(d, fx_dirname(w->stage, buf)) ||
 		       attr_locked(d, fx_dirname(w->path, buf));
@@ -910,6 +922,8 @@ int fx_w_perm_declined(struct fstx_domain *d, const struct plan *P,
 			return 1;
 		if (w->kind == W_MOVE && parent_refused(d, nm, nnm, w->stage, last))
 			return 1;
+		if (w->via && parent_refused(d, nm, nnm, w->via, last))
+			return 1; /* a rename it took over went there (W24) */
 		/* a link to another's file: protected_hardlinks may refuse it */
 		if (w->kind == W_LINK && !w->link_of &&
 		    (fx_lstat(d, w->stage, &st) < 0 || st.st_uid != geteuid()))
@@ -929,6 +943,9 @@ int fx_w_perm_declined(struct fstx_domain *d, const struct plan *P,
 			continue;
 		fx_dirname(nm[k].kind == W_MOVE ? nm[k].stage : nm[k].path, dir);
 		if (fx_lstat(d, dir, &st) < 0 || (st.st_mode & S_ISVTX))
+			return 1;
+		if (nm[k].via && (fx_lstat(d, fx_dirname(nm[k].via, dir), &st) < 0 ||
+				  (st.st_mode & S_ISVTX)))
 			return 1;
 	}
 	for (size_t i = 0; i < P->nops; i++) {

@@ -434,6 +434,7 @@ T
 	nobody_can
 	mkdir "$D/rod" "$D/w"
 	printf 'f\n' > "$D/rod/f"
+	printf 'g2\n' > "$D/w/g2"
 	printf 'ro\n' > "$D/ro"
 	chmod 444 "$D/ro"
 	chmod 555 "$D/rod"
@@ -447,7 +448,8 @@ T
 	for t in 'unlink rod/f' 'rename rod/f w/f' 'open 0 rod/new O_WRONLY|O_CREAT' \
 		 'setxattr ro user.x "1"' 'open 0 n O_WRONLY|O_CREAT 0444\nsetxattr n user.x "1"' \
 		 'truncate ro 0' 'open 0 drop/f O_WRONLY|O_CREAT\npwrite 0 "x" 0' \
-		 'link rootf w/l' 'mkdir m 0600\nsymlink ../a m/l'; do
+		 'link rootf w/l' 'mkdir m 0600\nsymlink ../a m/l' \
+		 'rename w/g2 rod/g2\nunlink rod/g2'; do
 		printf "write w/g \"x\"\n$t\n" > "$TX/p.tx"
 		chmod 644 "$TX/p.tx"
 		run nobody "$TX/fstx" run "$D" "$TX/p.tx" --json
@@ -464,14 +466,19 @@ T
 
 @test "run: an immutable or append-only object fails its op with EPERM, and the domain goes on" {
 	command -v chattr >/dev/null || skip "chattr missing"
-	mkdir "$D/ad"
+	mkdir "$D/ad" "$D/im"
 	printf 'h\n' > "$D/ad/h"
+	printf 'm\n' > "$D/m"
 	mkdomain
 	chattr +i "$D/a" 2>/dev/null || skip "no immutable flag on this filesystem"
 	chattr +a "$D/ad" 2>/dev/null || { chattr -i "$D/a"; skip "no append-only flag"; }
+	chattr +i "$D/im"
 	before=$(snap)
 	res=()
-	for t in 'unlink a' 'rename a a2' 'setxattr a user.k "v"' 'link a a3' 'unlink ad/h'; do
+	# (the last: a rename into an immutable directory, then the removal of
+	# the name it gave, which the log would take as one removal)
+	for t in 'unlink a' 'rename a a2' 'setxattr a user.k "v"' 'link a a3' 'unlink ad/h' \
+		 'rename m im/m2\nunlink im/m2'; do
 		printf "write old \"x\"\n$t\n" > "$TX/p.tx"
 		rc=0
 		"$FSTX" run "$D" "$TX/p.tx" --json > "$TX/out" 2>&1 || rc=$?
@@ -480,7 +487,7 @@ T
 	printf 'write ad/new "n"\n' > "$TX/ok.tx"
 	ok=0
 	"$FSTX" run "$D" "$TX/ok.tx" || ok=$?
-	chattr -i "$D/a"
+	chattr -i "$D/a" "$D/im"
 	chattr -a "$D/ad"
 	for r in "${res[@]}"; do
 		[ "$r" = '1 "errno":"EPERM" same' ]

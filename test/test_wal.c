@@ -3112,25 +3112,61 @@ static void names_unlink_linked(void **state)
 }
 
 /*
- * A directory removed with what it holds, and a file made at its name:
- * the removals' paths now run through a file.  Replay and the
- * checkpoint take them as done (ENOTDIR as ENOENT), where the checkpoint
- * failed and every later transaction with it.
+ * W17 beside W24: a file with another name, written by the name the
+ * transaction then removes, where that name is one a rename gave (the
+ * file's, or its directory's): the record must not name the file by a
+ * path no replay finds.  Replayed after a reboot, the undo way's tree.
  */
-static void names_gone_under_file(void **state)
+static void names_kept_name_moved(void **state)
 {
-	static const char tx[] = "unlink d/c\nunlink d/e/f\nrmdir d/e\nrmdir d\n"
-				 "open 0 d O_WRONLY|O_CREAT\npwrite 0 \"file\" 0\n";
+	static const char *const tx[] = {
+		"rename d x\nopen 0 x/h O_WRONLY\npwrite 0 \"ZZ\" 0\nclose 0\nunlink x/h\n",
+		"rename a.h a2\nopen 0 a2 O_WRONLY\npwrite 0 \"ZZ\" 0\nclose 0\nunlink a2\n",
+	};
 	char *d, *want;
 
 	(void)state;
-	want = undo_after(tx);
-	d = log_one_barrier(tx);
-	replay_twice(d, want);
-	assert_int_equal(wal_end_dir(d), 1024); /* checkpointed */
-	assert_int_equal(tx_text(d, "rename d d2\n", NULL), 0);
-	free(want);
-	t_drop(d);
+	for (size_t k = 0; k < sizeof(tx) / sizeof(tx[0]); k++) {
+		d = linked_fresh();
+		link_rel(d, "b", "d/h");
+		want = undo_after_in(d, tx[k]);
+		d = linked_fresh();
+		link_rel(d, "b", "d/h");
+		assert_int_equal(tx_text(d, tx[k], NULL), 0);
+		replay_twice(d, want);
+		free(want);
+		t_drop(d);
+	}
+}
+
+/*
+ * A directory removed with what it holds, and a file or symlink made at
+ * its name: the removals' paths now run through it.  Replay and the
+ * checkpoint take them as done (ENOTDIR and ELOOP as ENOENT), where the
+ * checkpoint failed and every later transaction with it.
+ */
+static void names_gone_under_file(void **state)
+{
+	static const char *const tx[] = {
+		"unlink d/c\nunlink d/e/f\nrmdir d/e\nrmdir d\n"
+		"open 0 d O_WRONLY|O_CREAT\npwrite 0 \"file\" 0\n",
+		/* a symlink there: ELOOP on the way (no path follows one) */
+		"unlink d/c\nunlink d/e/f\nrmdir d/e\nrmdir d\nsymlink x d\n",
+		"rename d d.old\nsymlink x d\nunlink d.old/c\nunlink d.old/e/f\n"
+		"rmdir d.old/e\nrmdir d.old\n",
+	};
+	char *d, *want;
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(tx) / sizeof(tx[0]); k++) {
+		want = undo_after(tx[k]);
+		d = log_one_barrier(tx[k]);
+		replay_twice(d, want);
+		assert_int_equal(wal_end_dir(d), 1024); /* checkpointed */
+		assert_int_equal(tx_text(d, "rename empty e2\n", NULL), 0);
+		free(want);
+		t_drop(d);
+	}
 }
 
 /*
@@ -4581,6 +4617,7 @@ int main(void)
 		cmocka_unit_test(names_link),
 		cmocka_unit_test(names_unlink_linked),
 		cmocka_unit_test(names_gone_under_file),
+		cmocka_unit_test(names_kept_name_moved),
 		cmocka_unit_test(names_tree_swap),
 		cmocka_unit_test(names_move_chain),
 		cmocka_unit_test(switch_kill),
