@@ -399,10 +399,11 @@
  *      a record of the log names the object (moves_first()), as a rename
  *      does, so no record before its own names it.  Such an object may
  *      be written, truncated and have its xattrs changed in the same
- *      transaction by a name it keeps (one no removal of the transaction
- *      takes, with no directory of the tree renamed, W20): those entries
- *      name it there (wal_stage.c writes_kept_name()).  test_wal
- *      names_unlink_linked.
+ *      transaction by a name it keeps (one it had when the transaction
+ *      began that no removal of the transaction takes, with nothing of
+ *      the tree renamed or exchanged, W20, W24): those entries name it
+ *      there (wal_stage.c writes_kept_name()).  test_wal
+ *      names_unlink_linked, names_kept_name_moved.
  *
  * W18. A new directory may be renamed by the transaction that makes it
  *      (built under one name, published under another): its record
@@ -529,8 +530,11 @@
  *      rmdir of a directory that a rename or link of the record takes an
  *      object from (the record would still find it there); no other
  *      entry but removals at or under the name a collapsed rename gave
- *      (the record knows no such name); no object both exchanged and
- *      removed.  A directory's move (W20) may have removals beside it at
+ *      (the record knows no such name), which must lie in a directory
+ *      that is where it was when the transaction began, so that W23
+ *      looks at it (immutable, append-only, the caller's access: the
+ *      undo way meets the kernel's refusal there); no object both
+ *      exchanged and removed but as an exchange taken over.  A directory's move (W20) may have removals beside it at
  *      or under its names (removes_only()): they run first, at the
  *      paths of the tree as it was.  Replay and the checkpoint take a
  *      path that runs through a file now as gone (ENOTDIR as ENOENT:
