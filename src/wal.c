@@ -514,41 +514,47 @@
  * W24. A removal entry names its object by the path it had when the
  *      transaction began, since the record applies every removal before
  *      any other name change: the steps' moves before the removal are
- *      undone on its path (wal_stage.c first_path()), so an object removed
- *      under a directory the transaction renamed, or exchanged, is
- *      removed at its old path, and removals go deepest first.  A rename
- *      of an object of the tree followed by the removal of the name it
- *      gave makes no entry of its own: the removal takes the object where
- *      it was (collapsed()); an exchange (W21's three steps) followed by
- *      the removal of one of its objects, by the name the exchange gave
- *      it, is that removal and a rename of the other object (W15, W20:
- *      swap_collapsed()), in one directory or across two.  So a directory put aside and removed with
- *      what it holds while another takes its place (rename d d.old,
- *      rename n d, unlink d.old/..., rmdir d.old: a package manager's
- *      switch) commits here, one barrier, where it took the undo way's
- *      three.  Limits (fx_w_move_declined(), removal_declined()): no
- *      rmdir of a directory that a rename or link of the record takes an
- *      object from (the record would still find it there); no other
- *      entry but removals at or under the name a collapsed rename gave
- *      (the record knows no such name), which must lie in a directory
- *      that is where it was when the transaction began, so that W23
- *      looks at it (immutable, append-only, the caller's access: the
- *      undo way meets the kernel's refusal there); no object both
- *      exchanged and removed but as an exchange taken over.  A directory's move (W20) may have removals beside it at
- *      or under its names (removes_only()): they run first, at the
- *      paths of the tree as it was.  Replay and the checkpoint take a
- *      path that runs through a file now as gone (ENOTDIR as ENOENT:
- *      a later entry made a file at the name of a directory removed).
- *      A staged new directory's entry names the staged directory's inode,
- *      so replay skips it, as any entry on an inode a later record
- *      removes (W5), and makes a lost one again under a remapped inode;
- *      so a transaction that removes a directory a record made staged,
- *      or renames then removes an object (a rename before the removal
- *      of its last name makes no entry), does not checkpoint first
- *      (moves_first()): switches in a row cost one barrier each, where
- *      each checkpointed first (an fsync of everything the log named).
- *      test_wal names_tree_swap, names_gone_under_file, switch_kill; the
- *      sequence's last transaction, in the kill and fault sweeps.
+ *      undone on its path (wal_stage.c first_path()), so an object
+ *      removed under a directory the transaction renamed, or exchanged,
+ *      is removed at its old path, and removals go deepest first.
+ *      A rename of an object of the tree followed by the removal of the
+ *      name it gave makes no entry of its own: the removal takes the
+ *      object where it was (collapsed()).  An exchange (W21's three
+ *      steps) followed by the removal of one of its objects, by the name
+ *      the exchange gave it, is that removal and a rename of the other
+ *      object (W15, W20: swap_collapsed()), in one directory or across
+ *      two; where the other is new (fx_wal_swap_new_at()), it is that
+ *      removal and the new object's entries at its last name.  So a
+ *      directory put aside and removed with what it holds while another
+ *      takes its place (rename d d.old, rename n d, unlink d.old/...,
+ *      rmdir d.old, or rename n d exchange and n removed: a package
+ *      manager's switch) commits here, one barrier, where it took the
+ *      undo way's three.
+ *      Limits (fx_w_move_declined(), removal_declined()): no rmdir of a
+ *      directory that a rename or link of the record takes an object
+ *      from (the record would still find it there); no other entry but
+ *      removals at or under the name a taken-over rename gave (the
+ *      record knows no such name), a name in a directory that is where
+ *      it was when the transaction began, so that W23 looks at it
+ *      (immutable, append-only, the caller's access: the undo way meets
+ *      the kernel's refusal there); no object both exchanged and removed
+ *      but as an exchange taken over.  A directory's move (W20) may have
+ *      removals beside it at or under its names (removes_only()): they
+ *      run first, at the paths of the tree as it was.
+ *      A staged new directory's entry names the staged directory's
+ *      inode, so replay skips it, as any entry on an inode a later
+ *      record removes (W5), and makes a lost one again under a remapped
+ *      inode; so a transaction that removes a directory a record made
+ *      staged, or renames then removes an object, does not checkpoint
+ *      first (moves_first()): switches in a row cost one barrier each,
+ *      where each checkpointed first (an fsync of everything the log
+ *      named).  Replay and the checkpoint take a path that runs through
+ *      a file or symlink now as gone (ENOTDIR, ELOOP as ENOENT: a later
+ *      entry made one at the name of a directory removed).  test_wal
+ *      names_tree_swap, names_gone_under_file, names_kept_name_moved,
+ *      switch_kill; the sequence's last transaction, in the kill and
+ *      fault sweeps; cli.bats, the renames into a directory that
+ *      refuses them.
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to
