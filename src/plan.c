@@ -751,7 +751,51 @@ void fx_node_free(struct node *n)
 	node_free(n);
 }
 
-/* Make p a new object of kind made in staging by step kind. */
+/* The immutable and append-only flags (STATX_ATTR_*) of object n of the
+ * tree (one remembered: most names change in one directory); -errno. */
+static int flags_of(struct plan *P, const struct node *n)
+{
+	struct statx x;
+	int r;
+
+	if (P->lk_ino && P->lk_ino == n->ino)
+		return P->lk_attr;
+	if ((r = fx_os.statx(P->d->root, *n->ipath ? n->ipath : ".", 0, &x)) < 0)
+		return r == -ENOENT ? 0 : r;
+	P->lk_ino = n->ino;
+	P->lk_attr = (int)(x.stx_attributes & x.stx_attributes_mask &
+			   (STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND));
+	return P->lk_attr;
+}
+
+/*
+ * The kernel's EPERM where flags refuse a name change (chattr +i, +a; to
+ * root too): object n (NULL: none) renamed, linked, removed or replaced
+ * while immutable or append-only; a name added in an immutable directory
+ * (add), or removed from one that is immutable or append-only.  The
+ * undo way could not take back a name it put in an append-only
+ * directory, and the log must not meet the refusal after its barrier
+ * (wal.c W23), so no transaction runs into it.  0, -EPERM, -errno.
+ */
+static int flags_refuse(struct plan *P, const char *p, const struct node *n, int add)
+{
+	char dir[PATH_MAX];
+	struct node pn;
+	int a = 0, r;
+
+	if (n && n->state == N_INIT && (a = flags_of(P, n)) != 0)
+		return a < 0 ? a : -EPERM;
+	if ((r = lookup(P, fx_dirname(p, dir), &pn)) < 0)
+		return r;
+	if (pn.state == N_INIT)
+		a = flags_of(P, &pn);
+	node_free(&pn);
+	if (a < 0)
+		return a;
+	return (a & STATX_ATTR_IMMUTABLE) || (!add && (a & STATX_ATTR_APPEND)) ? -EPERM : 0;
+}
+
+/* Make p a new object of kind made in staging by step kind. *//* Make p a new object of kind made in staging by step kind. */
 static int plan_create(struct plan *P, size_t i, const char *p, int kind,
 		       uint32_t stkind, uint32_t mode, const char *src,
 		       const char *aux)
@@ -760,6 +804,8 @@ static int plan_create(struct plan *P, size_t i, const char *p, int kind,
 	char tmp[64];
 	int r;
 
+	if ((r = flags_refuse(P, p, NULL, 1)) < 0)
+		return r;
 	scratch(tmp, sizeof(tmp), FX_NEW, i);
 	if ((r = add_step(P, i, stkind, mode, src, tmp, aux)) < 0)
 		return r;
@@ -961,7 +1007,7 @@ static int plan_remove(struct plan *P, size_t i, struct pop *po, int dir)
 		r = -EISDIR;
 	else if (dir && (r = dir_empty(P, po->cpath, &n)) <= 0)
 		r = r < 0 ? r : -ENOTEMPTY;
-	else
+	else if ((r = flags_refuse(P, po->cpath, &n, 0)) == 0)
 		r = plan_trash(P, i, po->cpath, &n);
 out:
 	node_free(&n);
@@ -1003,7 +1049,9 @@ static int plan_newname(struct plan *P, size_t i, struct pop *po)
 		char tmp[64];
 
 		scratch(tmp, sizeof(tmp), FX_NEW, i);
-		if ((r = add_step(P, i, FX_ST_LINK, 0, po->cpath2, tmp, NULL)) < 0 ||
+		if ((r = flags_refuse(P, po->cpath2, &old, 1)) < 0 ||
+		    (r = flags_refuse(P, po->cpath, NULL, 1)) < 0 ||
+		    (r = add_step(P, i, FX_ST_LINK, 0, po->cpath2, tmp, NULL)) < 0 ||
 		    (r = add_step(P, i, FX_ST_MOVE, 0, tmp, po->cpath, NULL)) < 0)
 			goto out;
 		step_id(P, &old);
@@ -1087,8 +1135,9 @@ static int plan_rename(struct plan *P, size_t i, struct pop *po)
 	else if (under(nw, o, 0) || ((flags & RENAME_EXCHANGE) && under(o, nw, 0)))
 		r = -EINVAL;
 	else if (flags & RENAME_EXCHANGE)
-		r = nn.state == N_ABSENT ? -ENOENT
-					 : plan_exchange(P, i, o, nw, &no, &nn);
+		r = nn.state == N_ABSENT ? -ENOENT :
+		    (r = flags_refuse(P, o, &no, 0)) < 0 || (r = flags_refuse(P, nw, &nn, 0)) < 0 ?
+		    r : plan_exchange(P, i, o, nw, &no, &nn);
 	else if (nn.state != N_ABSENT && (flags & RENAME_NOREPLACE))
 		r = -EEXIST;
 	else if (nn.state != N_ABSENT && same_object(&no, &nn))
@@ -1100,6 +1149,10 @@ static int plan_rename(struct plan *P, size_t i, struct pop *po)
 	else if (nn.state != N_ABSENT && nn.kind == K_DIR &&
 		 (r = dir_empty(P, nw, &nn)) <= 0)
 		r = r < 0 ? r : -P->d->fs.enotempty;
+	else if ((r = flags_refuse(P, o, &no, 0)) < 0 ||
+		 (r = flags_refuse(P, nw, nn.state != N_ABSENT ? &nn : NULL,
+				   nn.state == N_ABSENT)) < 0)
+		; /* EPERM: the flags of an object or a directory refuse it */
 	else {
 		if (nn.state != N_ABSENT && (r = plan_trash(P, i, nw, &nn)) < 0)
 			goto out;

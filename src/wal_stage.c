@@ -838,15 +838,19 @@ static int parent_refused(struct fstx_domain *d, const struct wname *nm, size_t 
 /* W23: is the object at p immutable or append-only (chattr +i, +a), which
  * refuse its names and xattrs to root too?  1 yes or not known, 0 no or
  * absent (made by the transaction). */
-static int attr_locked(struct fstx_domain *d, const char *p)
+static int attr_locked_by(struct fstx_domain *d, const char *p, uint64_t flags)
 {
 	struct statx x;
 	int r = fx_os.statx(d->root, *p ? p : ".", 0, &x);
 
 	if (r == -ENOENT)
 		return 0;
-	return r < 0 || (x.stx_attributes & x.stx_attributes_mask &
-			 (STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND));
+	return r < 0 || (x.stx_attributes & x.stx_attributes_mask & flags);
+}
+
+static int attr_locked(struct fstx_domain *d, const char *p)
+{
+	return attr_locked_by(d, p, STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND);
 }
 
 /* W23: does a flag of the objects or directories entry w changes refuse it?
@@ -870,10 +874,10 @@ static int names_locked(struct fstx_domain *d, const struct wname *w, char last[
 	case W_SWAP:
 		return attr_locked(d, w->path) || attr_locked(d, w->stage) ||
 		       attr_locked(d, fx_dirname(w->path, buf));
-	default:
+	default: /* a new name: an append-only directory takes it */
 		if (!w->path || !strcmp(fx_dirname(w->path, buf), last))
 			return 0;
-		if (attr_locked(d, buf))
+		if (attr_locked_by(d, buf, STATX_ATTR_IMMUTABLE))
 			return 1;
 		memcpy(last, buf, strlen(buf) + 1);
 		return 0;

@@ -475,10 +475,12 @@ T
 	chattr +i "$D/im"
 	before=$(snap)
 	res=()
-	# (the last: a rename into an immutable directory, then the removal of
-	# the name it gave, which the log would take as one removal)
+	# (then: a rename into an immutable directory and the removal of the
+	# name it gave, which the log would take as one removal; a new file in
+	# the append-only directory before a removal there, which the undo
+	# way could not take back)
 	for t in 'unlink a' 'rename a a2' 'setxattr a user.k "v"' 'link a a3' 'unlink ad/h' \
-		 'rename m im/m2\nunlink im/m2'; do
+		 'rename m im/m2\nunlink im/m2' 'write ad/n2 "n"\nunlink ad/h'; do
 		printf "write old \"x\"\n$t\n" > "$TX/p.tx"
 		rc=0
 		"$FSTX" run "$D" "$TX/p.tx" --json > "$TX/out" 2>&1 || rc=$?
