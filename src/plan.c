@@ -758,11 +758,12 @@ static int flags_of(struct plan *P, const struct node *n)
 	struct statx x;
 	int r;
 
-	if (P->lk_ino && P->lk_ino == n->ino)
+	if (P->lk_ino && P->lk_ino == n->ino && P->lk_dev == n->dev)
 		return P->lk_attr;
 	if ((r = fx_os.statx(P->d->root, *n->ipath ? n->ipath : ".", 0, &x)) < 0)
 		return r == -ENOENT ? 0 : r;
 	P->lk_ino = n->ino;
+	P->lk_dev = n->dev;
 	P->lk_attr = (int)(x.stx_attributes & x.stx_attributes_mask &
 			   (STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND));
 	return P->lk_attr;

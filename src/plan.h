@@ -66,7 +66,7 @@ struct plan {
 	long failed_op;    /* planning stopped here on an I/O error */
 	struct memo *memo; /* nmemo entries, or NULL */
 	size_t nmemo;      /* a power of two, at most PLAN_MEMO */
-	uint64_t lk_ino;   /* the object flags_refuse() last looked at, */
+	uint64_t lk_ino, lk_dev; /* the object flags_refuse() last looked at, */
 	int lk_attr;       /* ... its immutable and append-only flags */
 };
 
