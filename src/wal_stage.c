@@ -264,6 +264,26 @@ int fx_wal_swap_new_at(const struct plan *P, size_t k)
 }
 
 /*
+ * W24: did a step before k give a new object a name at or under p (a
+ * directory of the tree, as step k finds it)?  Then the object moved
+ * with the directory, which struct nix, knowing moves of new objects
+ * only, does not follow: its entry would name it where it was made.
+ */
+static int new_under(const struct plan *P, size_t k, const char *p)
+{
+	size_t n = strlen(p);
+
+	for (size_t j = 0; j < k; j++) {
+		const struct fx_step *s = &P->steps[j];
+
+		if (s->kind == FX_ST_MOVE && s->newid > 0 && !strncmp(s->dst, p, n) &&
+		    (!s->dst[n] || s->dst[n] == '/'))
+			return 1;
+	}
+	return 0;
+}
+
+/*
  * W24: is step k's rename of an object of the tree, from the name it had
  * when the transaction began (f0), followed by the removal of that name
  * (a removal entry of nm[0..X->nrm) at f0, of the same inode)?  Then the
@@ -276,8 +296,9 @@ static int collapsed(const struct plan *P, const struct nix *X, struct wname *nm
 	const struct fx_step *s = &P->steps[k];
 	char buf[PATH_MAX];
 
-	/* the name it gives, in a directory W23 can look at as it is */
-	if (first_path(P, X, k, s->dst, buf) != s->dst)
+	/* the name it gives, in a directory W23 can look at as it is; and
+	 * nothing new in it, which would move with it */
+	if (first_path(P, X, k, s->dst, buf) != s->dst || new_under(P, k, s->src))
 		return 0;
 	for (size_t j = 0; j < X->nrm; j++) {
 		struct wname *w = &nm[j];
@@ -310,8 +331,11 @@ static int swap_collapsed(const struct plan *P, const struct nix *X, struct wnam
 
 		if (!f0)
 			return -2;
-		if (first_path(P, X, k, s[1 - side].src, buf2) != s[1 - side].src)
-			continue; /* the name it gets, as collapsed() */
+		if (first_path(P, X, k, s[1 - side].src, buf2) != s[1 - side].src ||
+		    (!s[0].newid && new_under(P, k, s[0].src)) ||
+		    (!s[1].newid && new_under(P, k, s[1].src)))
+			continue; /* as collapsed(); a new object's own name
+				   * and what it holds struct nix follows */
 		for (size_t j = 0; j < X->nrm; j++) {
 			struct wname *w = &nm[j];
 

@@ -3212,6 +3212,14 @@ static void names_tree_swap(void **state)
 		"rename a a2\nlink a2 a3\nunlink a2\n",
 		/* a new directory exchanged with d, which is kept */
 		"mkdir n\nopen 0 n/c O_WRONLY|O_CREAT\npwrite 0 \"C2\" 0\nrename n d exchange\n",
+		/* a new file made in a directory of the tree that moves on and
+		 * goes, by rename or exchange (the file went with it) */
+		"open 0 empty/x O_WRONLY|O_CREAT\npwrite 0 \"n1\" 0\nclose 0\n"
+		"rename empty empty.old\nmkdir empty\nunlink empty.old/x\nrmdir empty.old\n",
+		"open 0 empty/c O_WRONLY|O_CREAT\npwrite 0 \"n1\" 0\nclose 0\n"
+		"rename empty b exchange\nunlink b/c\nrmdir b\n",
+		"open 0 empty/c O_WRONLY|O_CREAT\npwrite 0 \"n1\" 0\nclose 0\n"
+		"mkdir n\nrename n empty exchange\nunlink n/c\nrmdir n\n",
 	};
 	(void)state;
 	for (size_t k = 0; k < sizeof(logged) / sizeof(logged[0]); k++) {
