@@ -122,6 +122,16 @@ static const char *const corpus[] = {
 	 * after by either name (the log's W20 with data under it) */
 	"open 0 d/e/f O_RDWR\npwrite 0 \"W\" 0\nrename d dd\nsetxattr dd/c user.x \"1\"\n"
 	"truncate dd/e/f 5\nopen 1 dd/c O_WRONLY\npwrite 1 \"C\" 1\n",
+	/* 21: a package manager's switch (a new directory takes d's place,
+	 * the old one removed with what it holds) and a rotation (the log's
+	 * W24 and W15's chains) */
+	"mkdir n\nopen 0 n/c O_WRONLY|O_CREAT\npwrite 0 \"C2\" 0\nclose 0\nmkdir n/e\n"
+	"open 1 n/e/f O_WRONLY|O_CREAT\npwrite 1 \"F2\" 0\nclose 1\nrename d d.old\n"
+	"rename n d\nunlink d.old/c\nunlink d.old/e/f\nrmdir d.old/e\nrmdir d.old\n"
+	"rename b old\nrename a b\n",
+	/* 22: the switch by exchange, with a new directory (W24) */
+	"mkdir n\nopen 0 n/x O_WRONLY|O_CREAT\npwrite 0 \"X\" 0\nclose 0\n"
+	"rename n d exchange\nunlink n/c\nunlink n/e/f\nrmdir n/e\nrmdir n\n",
 };
 
 #define NFIXED (sizeof(corpus) / sizeof(corpus[0]))
