@@ -796,6 +796,21 @@ static int flags_refuse(struct plan *P, const char *p, const struct node *n, int
 	return (a & STATX_ATTR_IMMUTABLE) || (!add && (a & STATX_ATTR_APPEND)) ? -EPERM : 0;
 }
 
+/*
+ * The kernel's EPERM where object n's flags refuse a change of its data,
+ * size or xattrs: immutable; append-only but for writes that append
+ * (O_APPEND opens; for xattrs and truncates, none).  appends: the change
+ * only appends.  0, -EPERM, -errno.
+ */
+static int data_refused(struct plan *P, const struct node *n, int appends)
+{
+	int a = n->state == N_INIT ? flags_of(P, n) : 0;
+
+	if (a < 0)
+		return a;
+	return (a & STATX_ATTR_IMMUTABLE) || (!appends && (a & STATX_ATTR_APPEND)) ? -EPERM : 0;
+}
+
 /* Make p a new object of kind made in staging by step kind. *//* Make p a new object of kind made in staging by step kind. */
 static int plan_create(struct plan *P, size_t i, const char *p, int kind,
 		       uint32_t stkind, uint32_t mode, const char *src,
@@ -868,6 +883,8 @@ static int plan_open(struct plan *P, size_t i, struct pop *po)
 		r = -EISDIR;
 	if (!r && (flags & O_DIRECTORY) && n.kind != K_DIR)
 		r = -ENOTDIR;
+	if (!r && (acc != O_RDONLY || (flags & O_TRUNC)))
+		r = data_refused(P, &n, (flags & O_APPEND) && !(flags & O_TRUNC));
 	if (r)
 		goto out;
 	po->obj = node_obj(&n);
@@ -967,6 +984,8 @@ static int plan_pathdata(struct plan *P, size_t i, struct pop *po)
 	if (!r && op->op != BTRFS_IOC_UT_OP_TRUNCATE)
 		r = xattr_name_error(P, ARGP(op, 1), &n);
 	if (!r)
+		r = data_refused(P, &n, 0);
+	if (!r)
 		po->obj = node_obj(&n);
 	if (r || n.state != N_INIT)
 		goto out;
@@ -1050,7 +1069,7 @@ static int plan_newname(struct plan *P, size_t i, struct pop *po)
 		char tmp[64];
 
 		scratch(tmp, sizeof(tmp), FX_NEW, i);
-		if ((r = flags_refuse(P, po->cpath2, &old, 1)) < 0 ||
+		if ((r = data_refused(P, &old, 0)) < 0 || /* vfs_link(): its own flags */
 		    (r = flags_refuse(P, po->cpath, NULL, 1)) < 0 ||
 		    (r = add_step(P, i, FX_ST_LINK, 0, po->cpath2, tmp, NULL)) < 0 ||
 		    (r = add_step(P, i, FX_ST_MOVE, 0, tmp, po->cpath, NULL)) < 0)
@@ -1135,6 +1154,8 @@ static int plan_rename(struct plan *P, size_t i, struct pop *po)
 		r = 0;
 	else if (under(nw, o, 0) || ((flags & RENAME_EXCHANGE) && under(o, nw, 0)))
 		r = -EINVAL;
+	else if ((flags & RENAME_EXCHANGE) && nn.state != N_ABSENT && same_object(&no, &nn))
+		r = 0; /* two names of one object: vfs_rename() does nothing */
 	else if (flags & RENAME_EXCHANGE)
 		r = nn.state == N_ABSENT ? -ENOENT :
 		    (r = flags_refuse(P, o, &no, 0)) < 0 || (r = flags_refuse(P, nw, &nn, 0)) < 0 ?

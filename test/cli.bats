@@ -469,33 +469,46 @@ T
 	mkdir "$D/ad" "$D/im"
 	printf 'h\n' > "$D/ad/h"
 	printf 'm\n' > "$D/m"
+	printf 'x\n' > "$D/im/x"
+	printf 'ap\n' > "$D/ap"
+	printf 'l\n' > "$D/l1"
+	ln "$D/l1" "$D/l2"
 	mkdomain
 	chattr +i "$D/a" 2>/dev/null || skip "no immutable flag on this filesystem"
 	chattr +a "$D/ad" 2>/dev/null || { chattr -i "$D/a"; skip "no append-only flag"; }
-	chattr +i "$D/im"
+	chattr +i "$D/im" "$D/l1"
+	chattr +a "$D/ap"
 	before=$(snap)
 	res=()
 	# (then: a rename into an immutable directory and the removal of the
 	# name it gave, which the log would take as one removal; a new file in
-	# the append-only directory before a removal there, which the undo
-	# way could not take back)
+	# the append-only directory before a removal there, a write, truncate,
+	# open to write or xattr of an immutable or append-only file, which the
+	# undo way could not take back)
 	for t in 'unlink a' 'rename a a2' 'setxattr a user.k "v"' 'link a a3' 'unlink ad/h' \
-		 'rename m im/m2\nunlink im/m2' 'write ad/n2 "n"\nunlink ad/h'; do
+		 'rename m im/m2\nunlink im/m2' 'write ad/n2 "n"\nunlink ad/h' \
+		 'write ad/n2 "n"\nwrite a "z"' 'write ad/n2 "n"\ntruncate a 0' \
+		 'write ad/n2 "n"\nopen 0 ap O_WRONLY' 'write ad/n2 "n"\nsetxattr ap user.q "1"'; do
 		printf "write old \"x\"\n$t\n" > "$TX/p.tx"
 		rc=0
 		"$FSTX" run "$D" "$TX/p.tx" --json > "$TX/out" 2>&1 || rc=$?
 		res+=("$rc $(grep -o '"errno":"[A-Z]*"' "$TX/out") $([ "$(snap)" = "$before" ] && echo same)")
 	done
-	printf 'write ad/new "n"\n' > "$TX/ok.tx"
+	# what the kernel allows: new names in an append-only directory, a link
+	# out of an immutable one, appends to an append-only file, and an
+	# exchange of two names of one file
+	printf 'write ad/new "n"\nlink im/x x2\nopen 0 ap O_WRONLY|O_APPEND\npwrite 0 "+" 0\nrename l1 l2 exchange\n' > "$TX/ok.tx"
 	ok=0
 	"$FSTX" run "$D" "$TX/ok.tx" || ok=$?
-	chattr -i "$D/a" "$D/im"
-	chattr -a "$D/ad"
+	chattr -i "$D/a" "$D/im" "$D/l1"
+	chattr -a "$D/ad" "$D/ap"
 	for r in "${res[@]}"; do
 		[ "$r" = '1 "errno":"EPERM" same' ]
 	done
 	[ "$ok" -eq 0 ]
 	[ "$(cat "$D/ad/new")" = "n" ]
+	[ "$(cat "$D/x2")" = "x" ]
+	[ "$(cat "$D/ap")" = "$(printf 'ap\n+')" ]
 }
 
 @test "run: new objects in a setgid directory take its group, both ways" {
