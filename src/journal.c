@@ -1198,9 +1198,10 @@ out:
  * log, when another process fsyncs the object), so only its inode can
  * say; a step whose inode is unknown is left alone.
  */
-static int undo_above(struct fstx_domain *d, const struct fx_step *s,
-		      struct fx_syncset *ss)
+static int undo_above(const struct jr *j, size_t k, struct fx_syncset *ss)
 {
+	struct fstx_domain *d = j->d;
+	const struct fx_step *s = &j->steps[k];
 	struct stat st, cur;
 	int r;
 
@@ -1219,6 +1220,14 @@ static int undo_above(struct fstx_domain *d, const struct fx_step *s,
 	r = fx_lstat(d, s->src, &cur);
 	if (r == 0 && cur.st_ino != st.st_ino)
 		return 0;
+	/* its inode at both names, where a step before it moves that inode
+	 * away from dst: dst is a name the object had (a hard link), which
+	 * that step, not run either, was to move; not this step's half-made
+	 * rename */
+	for (size_t i = 0; r == 0 && i < k; i++)
+		if (j->steps[i].kind == FX_ST_MOVE && j->steps[i].ino == s->ino &&
+		    !strcmp(j->steps[i].src, s->dst))
+			return 0;
 	return move_back(d, s, &st, ss);
 }
 
@@ -1233,7 +1242,7 @@ static int journal_undo(struct jr *j)
 	if (mark == 0 && !j->nsteps)
 		mark = -1; /* rule 3: changes began, but there are no steps */
 	for (long i = (long)j->nsteps - 1; i > mark; i--)
-		if ((r = undo_above(j->d, &j->steps[i], j->ss)) < 0)
+		if ((r = undo_above(j, (size_t)i, j->ss)) < 0)
 			return r;
 	for (long i = mark; i >= 0; i--)
 		if ((r = fx_mark_set(j->d, i)) < 0 ||
