@@ -56,7 +56,11 @@
  *     ahead of the mark: btrfs's fsync log makes an object's new name
  *     durable when any process fsyncs it, and nothing orders the mark's
  *     rename with it.  Proved by test_powerloss power_loss_fsync and
- *     blockcrash.bats (bgsync variants).
+ *     blockcrash.bats (bgsync variants).  Not where its inode is at its
+ *     source too and a step before it moves that inode away from its
+ *     destination: the destination is then a name a hard-linked object
+ *     had, which that step, not run either, was to move (test_crash
+ *     kill_hard_names); a rename that ran leaves its source empty.
  *  5b. Below the mark, a MOVE is not reversed when its destination holds
  *     the object of another MOVE of the journal: an undo cut short by
  *     power loss may have made some of its own reversals durable and not
