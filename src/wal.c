@@ -831,12 +831,12 @@ static int sync_dir(struct fstx_domain *d, const char *path, unsigned obj,
 	int dfd = fx_parent(d, path, &n), fd;
 
 	if (dfd < 0)
-		return dfd == -ENOENT || dfd == -ENOTDIR || dfd == -ELOOP ? 0 : dfd; /* gone */
+		return w_gone(dfd) ? 0 : dfd;
 	fx_ss_dir(ss, dfd);
 	fd = !(obj & W_OBJ_FILE) ? -ENOENT :
 	     fx_openat_owned(dfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, FX_RESOLVE);
 	fx_os.close(dfd);
-	if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP)
+	if (w_gone(fd))
 		return 0;
 	if (fd < 0)
 		return fd;
@@ -869,7 +869,7 @@ static int sync_entry(struct fstx_domain *d, const struct went *e,
 	/* read-only is enough to fsync, and works on a file made read-only
 	 * since its record (fx_w_entry_fd() wants to write) */
 	fd = fx_open_owned(d, path, O_RDONLY | O_NONBLOCK);
-	if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP)
+	if (w_gone(fd))
 		return 0; /* removed since: nothing of the log's there */
 	if (fd < 0)
 		return fd;
@@ -1223,9 +1223,7 @@ static int moves_first(struct fstx_domain *d, const struct plan *P)
 
 		/* does a step before the next move a name on? (W24) */
 		was = moved;
-		moved |= s->kind == FX_ST_MOVE && !fx_under(s->dst, FX_TRASH) &&
-			 ((!s->newid && s->ino) ||
-			  (s->newid > 0 && *s->src && !fx_under(s->src, FX_META)));
+		moved |= fx_w_moves_name(s);
 		if (s->kind != FX_ST_MOVE || s->newid || !s->ino)
 			continue;
 		if (fx_under(s->dst, FX_TRASH) && P->ops[s->op].op == BTRFS_IOC_UT_OP_RMDIR)

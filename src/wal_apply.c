@@ -444,9 +444,7 @@ static int help_collect(struct fstx_domain *d, struct hpass *H, uint64_t size)
 
 		/* an inode a later record removes: its changes are moot (W5);
 		 * not its rename, or the removal would find it elsewhere */
-		if (x->kind != W_UNLINK && (x->kind != W_MKDIR || x->ino) &&
-		    x->kind != W_MOVE && x->kind != W_SWAP &&
-		    fx_w_gone_later(d, x->ino, x->off))
+		if (w_moot_if_gone(x->kind, x->ino) && fx_w_gone_later(d, x->ino, x->off))
 			x->skip = 1;
 		else
 			x->skip = (uint32_t)hent_later(hslot_of(H, x->ino), x);

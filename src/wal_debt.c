@@ -135,7 +135,7 @@ static void pay_path(struct fstx_domain *d, const char *path,
 
 	if (fd >= 0)
 		fx_ss_take(ss, fd);
-	else if (fd != -ENOENT && fd != -ELOOP && fd != -ENOTDIR)
+	else if (!w_gone(fd))
 		fx_ss_take(ss, fd); /* the error: the debt stays */
 }
 

@@ -22,6 +22,7 @@
 #include "plan.h"
 #include "wal.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -100,6 +101,24 @@ struct went {
 
 _Static_assert(sizeof(struct wrec) == 32, "wal record header");
 _Static_assert(sizeof(struct went) == 40, "wal entry header");
+
+/* Is what a path the log names gave (-errno) "nothing there"?  ENOTDIR
+ * and ELOOP too: a component is now a file or a symlink (no path of the
+ * domain follows one), made at the name of a directory removed since. */
+static inline int w_gone(int r)
+{
+	return r == -ENOENT || r == -ENOTDIR || r == -ELOOP;
+}
+
+/* W5: is an entry of this kind moot when a later record removes its
+ * inode?  Not a removal or a rename (the removal would find the object
+ * elsewhere), nor a directory made in place (known by its name only;
+ * a staged one names its inode, W24). */
+static inline int w_moot_if_gone(uint32_t kind, uint64_t ino)
+{
+	return kind != W_UNLINK && (kind != W_MKDIR || ino) && kind != W_MOVE &&
+	       kind != W_SWAP;
+}
 
 static inline uint64_t pad8(uint64_t n)
 {
@@ -282,6 +301,9 @@ int fx_w_mend(struct fstx_domain *d);
 
 /* ---- wal_stage.c: the names a record makes (W1, W2) -------------------- */
 /* The name entries of plan P into nm (P->nsteps + 1 of them): their count. */
+/* W24: does step s move a name on (a rename of an object of the tree, an
+ * exchange's steps, a move of a new object on from a name it had)? */
+int fx_w_moves_name(const struct fx_step *s);
 const char *fx_w_first_path(const struct plan *P, size_t k, char buf[PATH_MAX]);
 size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
 		     struct wname *nm);

@@ -462,7 +462,7 @@ static int name_stat(struct fstx_domain *d, const char *path, struct stat *st)
 {
 	int r = fx_lstat(d, path, st);
 
-	return r == -ENOTDIR || r == -ELOOP ? -ENOENT : r;
+	return w_gone(r) ? -ENOENT : r;
 }
 
 /*
@@ -870,8 +870,7 @@ static int replay_entry(struct fstx_domain *d, const struct went *e,
 {
 	int fd, r;
 
-	if (e->kind != W_UNLINK && (e->kind != W_MKDIR || e->ino) && e->kind != W_MOVE &&
-	    e->kind != W_SWAP && fx_w_gone_later(d, e->ino, v->off))
+	if (w_moot_if_gone(e->kind, e->ino) && fx_w_gone_later(d, e->ino, v->off))
 		return 0; /* a later record removes it: its state is moot (a
 			   * directory too, known by its staged inode: W24) */
 	if (e->kind == W_SYMLINK) {

@@ -59,6 +59,29 @@ static void nix_free(struct nix *X)
 	free(X->tmv);
 }
 
+int fx_w_moves_name(const struct fx_step *s)
+{
+	return s->kind == FX_ST_MOVE && !fx_under(s->dst, FX_TRASH) &&
+	       ((!s->newid && s->ino) ||
+		(s->newid > 0 && *s->src && !fx_under(s->src, FX_META)));
+}
+
+/* Path p (at or under move s's destination) as it was before s: under its
+ * source, into buf; p itself where s does not touch it; NULL past
+ * PATH_MAX. */
+static const char *unmoved(const struct fx_step *s, const char *p, char buf[PATH_MAX])
+{
+	size_t n = strlen(s->dst), a, b;
+
+	if (strncmp(p, s->dst, n) || (p[n] && p[n] != '/'))
+		return p;
+	if ((a = strlen(s->src)) + (b = strlen(p + n)) >= PATH_MAX)
+		return NULL;
+	memmove(buf + a, p + n, b + 1); /* p may be buf */
+	memcpy(buf, s->src, a);
+	return buf;
+}
+
 /*
  * W24: where path p, as step k finds it, was when the transaction began:
  * the moves before step k undone, the latest first (renames of objects
@@ -69,18 +92,9 @@ static void nix_free(struct nix *X)
 static const char *first_path(const struct plan *P, const struct nix *X, size_t k,
 			      const char *p, char buf[PATH_MAX])
 {
-	for (size_t m = X->ntmv; m-- > 0;) {
-		const struct fx_step *s = &P->steps[X->tmv[m]];
-		size_t n = strlen(s->dst), a, b;
-
-		if (X->tmv[m] >= k || strncmp(p, s->dst, n) || (p[n] && p[n] != '/'))
-			continue;
-		if ((a = strlen(s->src)) + (b = strlen(p + n)) >= PATH_MAX)
-			return NULL;
-		memmove(buf + a, p + n, b + 1); /* p may be buf */
-		memcpy(buf, s->src, a);
-		p = buf;
-	}
+	for (size_t m = X->ntmv; p && m-- > 0;)
+		if (X->tmv[m] < k)
+			p = unmoved(&P->steps[X->tmv[m]], p, buf);
 	return p;
 }
 
@@ -122,14 +136,9 @@ static int nix_build(const struct plan *P, struct nix *X)
 	if (!X->moves || !X->next || !X->first || !X->tmv)
 		return -ENOMEM;
 	X->ntmv = 0;
-	for (size_t k = 0; k < P->nsteps; k++) {
-		const struct fx_step *s = &P->steps[k];
-
-		if (s->kind == FX_ST_MOVE && !fx_under(s->dst, FX_TRASH) &&
-		    ((!s->newid && s->ino) ||
-		     (s->newid > 0 && *s->src && !fx_under(s->src, FX_META))))
+	for (size_t k = 0; k < P->nsteps; k++)
+		if (fx_w_moves_name(&P->steps[k]))
 			X->tmv[X->ntmv++] = k;
-	}
 	for (size_t i = 0; i < nid; i++)
 		X->first[i] = SIZE_MAX;
 	for (size_t k = 0; k < P->nsteps; k++) {
@@ -290,6 +299,24 @@ static int new_under(const struct plan *P, size_t k, const char *p)
  * rename makes no entry: the removal takes the object at f0, and notes
  * the rename (via, mop) for fx_w_move_declined().
  */
+/* The removal of nm[0..X->nrm) of inode ino at f0 after step after, not
+ * yet taking over a rename: now it takes over op's, which gave the name
+ * via.  1 found, else 0. */
+static int take_over(const struct nix *X, struct wname *nm, uint64_t ino, size_t after,
+		     const char *f0, size_t op, const char *via)
+{
+	for (size_t j = 0; j < X->nrm; j++) {
+		struct wname *w = &nm[j];
+
+		if (w->ino == ino && w->step > after && !w->mop && !strcmp(w->path, f0)) {
+			w->mop = op + 1;
+			w->via = via;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static int collapsed(const struct plan *P, const struct nix *X, struct wname *nm, size_t k,
 		     const char *f0)
 {
@@ -298,18 +325,8 @@ static int collapsed(const struct plan *P, const struct nix *X, struct wname *nm
 
 	/* the name it gives, in a directory W23 can look at as it is; and
 	 * nothing new in it, which would move with it */
-	if (first_path(P, X, k, s->dst, buf) != s->dst || new_under(P, k, s->src))
-		return 0;
-	for (size_t j = 0; j < X->nrm; j++) {
-		struct wname *w = &nm[j];
-
-		if (w->ino == s->ino && w->step > k && !w->mop && !strcmp(w->path, f0)) {
-			w->mop = s->op + 1;
-			w->via = s->dst;
-			return 1;
-		}
-	}
-	return 0;
+	return first_path(P, X, k, s->dst, buf) == s->dst && !new_under(P, k, s->src) &&
+	       take_over(X, nm, s->ino, k, f0, s->op, s->dst);
 }
 
 /*
@@ -336,16 +353,8 @@ static int swap_collapsed(const struct plan *P, const struct nix *X, struct wnam
 		    (!s[1].newid && new_under(P, k, s[1].src)))
 			continue; /* as collapsed(); a new object's own name
 				   * and what it holds struct nix follows */
-		for (size_t j = 0; j < X->nrm; j++) {
-			struct wname *w = &nm[j];
-
-			if (w->ino == s[side].ino && w->step > k + 2 && !w->mop &&
-			    !strcmp(w->path, f0)) {
-				w->mop = s->op + 1;
-				w->via = side ? s[1].dst : s[2].dst;
-				return side;
-			}
-		}
+		if (take_over(X, nm, s[side].ino, k + 2, f0, s->op, side ? s[1].dst : s[2].dst))
+			return side;
 	}
 	return -1;
 }
@@ -360,7 +369,8 @@ static size_t names_moved(const struct plan *P, const struct nix *X, struct wnam
 		const char *from = s->src, *f0;
 		uint32_t kind = W_MOVE;
 
-		int side = fx_wal_swap_at(P, k) ? swap_collapsed(P, X, nm, k) : -1;
+		int swap = fx_wal_swap_at(P, k);
+		int side = swap ? swap_collapsed(P, X, nm, k) : -1;
 		int sn = fx_wal_swap_new_at(P, k);
 
 		if (sn) { /* W24: a new object exchanged with one removed after */
@@ -389,7 +399,7 @@ static size_t names_moved(const struct plan *P, const struct nix *X, struct wnam
 		}
 		if (side < -1)
 			return SIZE_MAX;
-		if (fx_wal_swap_at(P, k)) { /* W21: one entry for the three steps */
+		if (swap) { /* W21: one entry for the three steps */
 			nm[n] = (struct wname){ .kind = W_SWAP, .path = s->src, .ino = s->ino,
 						.ino2 = s[1].ino, .op = s->op, .step = k,
 						.dir = -1, .sfd = -1, .stage = fx_strdup(s[1].src) };
@@ -502,21 +512,9 @@ const char *fx_w_first_path(const struct plan *P, size_t k, char buf[PATH_MAX])
 {
 	const char *p = P->steps[k].src;
 
-	for (size_t j = k; j-- > 0;) {
-		const struct fx_step *s = &P->steps[j];
-		size_t n = strlen(s->dst), a, b;
-
-		if (s->kind != FX_ST_MOVE || fx_under(s->dst, FX_TRASH) ||
-		    !((!s->newid && s->ino) ||
-		      (s->newid > 0 && *s->src && !fx_under(s->src, FX_META))) ||
-		    strncmp(p, s->dst, n) || (p[n] && p[n] != '/'))
-			continue;
-		if ((a = strlen(s->src)) + (b = strlen(p + n)) >= PATH_MAX)
-			return NULL;
-		memmove(buf + a, p + n, b + 1);
-		memcpy(buf, s->src, a);
-		p = buf;
-	}
+	for (size_t j = k; p && j-- > 0;)
+		if (fx_w_moves_name(&P->steps[j]))
+			p = unmoved(&P->steps[j], p, buf);
 	return p;
 }
 
