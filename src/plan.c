@@ -770,9 +770,24 @@ static int flags_of(struct plan *P, const struct node *n)
 }
 
 /*
+ * The kernel's EPERM where object n's flags refuse a change of its data,
+ * size or xattrs, or of its names: immutable; append-only but for what
+ * only adds (appends: an O_APPEND open; a new name in a directory).  A
+ * new object has none.  0, -EPERM, -errno.
+ */
+static int data_refused(struct plan *P, const struct node *n, int appends)
+{
+	int a = n->state == N_INIT ? flags_of(P, n) : 0;
+
+	if (a < 0)
+		return a;
+	return (a & STATX_ATTR_IMMUTABLE) || (!appends && (a & STATX_ATTR_APPEND)) ? -EPERM : 0;
+}
+
+/*
  * The kernel's EPERM where flags refuse a name change (chattr +i, +a; to
- * root too): object n (NULL: none) renamed, linked, removed or replaced
- * while immutable or append-only; a name added in an immutable directory
+ * root too): object n (NULL: none) renamed, removed or replaced while
+ * immutable or append-only; a name added in an immutable directory
  * (add), or removed from one that is immutable or append-only.  The
  * undo way could not take back a name it put in an append-only
  * directory, and the log must not meet the refusal after its barrier
@@ -782,33 +797,15 @@ static int flags_refuse(struct plan *P, const char *p, const struct node *n, int
 {
 	char dir[PATH_MAX];
 	struct node pn;
-	int a = 0, r;
+	int r;
 
-	if (n && n->state == N_INIT && (a = flags_of(P, n)) != 0)
-		return a < 0 ? a : -EPERM;
+	if (n && (r = data_refused(P, n, 0)) < 0)
+		return r;
 	if ((r = lookup(P, fx_dirname(p, dir), &pn)) < 0)
 		return r;
-	if (pn.state == N_INIT)
-		a = flags_of(P, &pn);
+	r = data_refused(P, &pn, add);
 	node_free(&pn);
-	if (a < 0)
-		return a;
-	return (a & STATX_ATTR_IMMUTABLE) || (!add && (a & STATX_ATTR_APPEND)) ? -EPERM : 0;
-}
-
-/*
- * The kernel's EPERM where object n's flags refuse a change of its data,
- * size or xattrs: immutable; append-only but for writes that append
- * (O_APPEND opens; for xattrs and truncates, none).  appends: the change
- * only appends.  0, -EPERM, -errno.
- */
-static int data_refused(struct plan *P, const struct node *n, int appends)
-{
-	int a = n->state == N_INIT ? flags_of(P, n) : 0;
-
-	if (a < 0)
-		return a;
-	return (a & STATX_ATTR_IMMUTABLE) || (!appends && (a & STATX_ATTR_APPEND)) ? -EPERM : 0;
+	return r;
 }
 
 /* Make p a new object of kind made in staging by step kind. *//* Make p a new object of kind made in staging by step kind. */
