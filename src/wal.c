@@ -531,8 +531,9 @@
  *      manager's switch) commits here, one barrier, where it took the
  *      undo way's three.
  *      Limits (fx_w_move_declined(), removal_declined()): no rmdir of a
- *      directory that a rename or link of the record takes an object
- *      from (the record would still find it there); no other entry but
+ *      directory that a link of the record takes an object from, nor
+ *      one a rename takes an object from but as W25 says (the record
+ *      would still find it there); no other entry but
  *      removals at or under the name a taken-over rename gave (the
  *      record knows no such name), a name in a directory that is where
  *      it was when the transaction began, so that W23 looks at it
@@ -555,6 +556,20 @@
  *      switch_kill; the sequence's last transaction, in the kill and
  *      fault sweeps; cli.bats, the renames into a directory that
  *      refuses them.
+ * W25. An rmdir of a directory that renames of the record empty (they
+ *      take an object of the tree out from under it: what a directory
+ *      holds moved elsewhere, then the directory removed) is among the
+ *      record's last entries, after every other name change, at the path
+ *      the directory had when the transaction began (wal_stage.c
+ *      removals_late(); entries apply in record order, in place and in
+ *      replay, so the renames have emptied it; nested ones deepest
+ *      first, as W24 orders them).  Replay finds it done when the name
+ *      is gone or holds another inode (W5).  Only where that path is
+ *      still the directory's at the end: no entry but a removal makes a
+ *      name at or under it, no exchange and no directory's move in the
+ *      record, and not a removal that took over a rename
+ *      (late_declined(); else the undo way).  test_wal names_moved_out,
+ *      moved_out_kill.
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to

@@ -170,6 +170,8 @@ struct wname {
 	const char *via;        /* W_UNLINK: the name a rename of the same
 				 * transaction gave it before (W24), else NULL */
 	size_t mop;             /* W_UNLINK with via: 1 + that rename's op */
+	int late;               /* W_UNLINK of an rmdir: after every other
+				 * entry, as renames empty it (W25) */
 };
 
 /* A pwrite staged in a file of its own (W13), per op: fd -1 if not. */

@@ -570,11 +570,77 @@ static int deeper_first(const void *a, const void *b)
 	return (x->step > y->step) - (x->step < y->step);
 }
 
+static int is_rmdir(const struct wname *w);
+static int at_or_under(const char *p, const char *dir);
+static int in_meta(const char *p);
+
+/* W25: does a rename of nm take an object of the tree out from under
+ * the directory that removal m removes? */
+static int emptied_by_moves(const struct wname *nm, size_t n, const struct wname *m)
+{
+	for (size_t j = 0; j < n; j++) {
+		const char *from = nm[j].from0 ? nm[j].from0 : nm[j].stage;
+
+		if (nm[j].kind == W_MOVE && !in_meta(from) && at_or_under(from, m->path))
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * W25: the removals of directories that renames of the transaction empty
+ * go after every other entry, in the order they had (deepest first): the
+ * record applies its entries in order.  The others keep their order; a
+ * link's index of its new file follows it.  -ENOMEM, else 0.
+ */
+static int removals_late(struct wname *nm, size_t n)
+{
+	size_t late = 0, j = 0, *at;
+	struct wname *t;
+	char *own;
+
+	for (size_t k = 0; k < n; k++)
+		if (nm[k].kind == W_UNLINK && is_rmdir(&nm[k]) &&
+		    emptied_by_moves(nm, n, &nm[k])) {
+			nm[k].late = 1;
+			late++;
+		}
+	if (!late)
+		return 0;
+	t = fx_calloc(n, sizeof(*t));
+	at = fx_calloc(n, sizeof(*at));
+	own = fx_calloc(n, 1);
+	if (!t || !at || !own) {
+		free(t);
+		free(at);
+		free(own);
+		return -ENOMEM;
+	}
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t k = 0; k < n; k++)
+			if (nm[k].late == pass) {
+				own[j] = nm[k].stage == nm[k].sbuf;
+				at[k] = j;
+				t[j++] = nm[k];
+			}
+	memcpy(nm, t, n * sizeof(*nm));
+	for (size_t k = 0; k < n; k++) {
+		if (own[k])
+			nm[k].stage = nm[k].sbuf; /* its own, moved with it */
+		if (nm[k].link_of)
+			nm[k].link_of = 1 + at[nm[k].link_of - 1];
+	}
+	free(t);
+	free(at);
+	free(own);
+	return 0;
+}
+
 /*
  * The name entries of plan P (W1: removals of initial objects, new
  * directories, renames and links of initial objects (W15, W16), new
- * files, new symlinks at their final names, then the links of new files
- * (W16)), in that order and each kind in step order, into nm (at most
+ * files, new symlinks at their final names, the links of new files
+ * (W16), then the rmdirs of directories renames empty (W25)), in that order and each kind in step order, into nm (at most
  * P->nsteps); their number.
  */
 size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
@@ -604,6 +670,11 @@ size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
 		n = names_linked(P, &X, nm, n);
 	}
 	nix_free(&X);
+	if (n != SIZE_MAX && removals_late(nm, n) < 0) {
+		fx_w_free_stages(nm, P->nsteps + 1);
+		memset(nm, 0, (P->nsteps + 1) * sizeof(*nm));
+		return 0; /* no memory: the undo way */
+	}
 	return n == SIZE_MAX ? 0 : n;
 }
 
@@ -1310,10 +1381,34 @@ static int swaps_removed(const struct wname *nm, size_t nnm, const struct wname 
 }
 
 /*
+ * W25: may rmdir m, which renames empty, go after every other entry, at
+ * the path its directory had when the transaction began?  Not when it
+ * took over a rename (via), when an entry but a removal makes a name at
+ * or under that path, or an exchange or the move of a directory is in
+ * the record (its path would not be that one then).
+ */
+static int late_declined(const struct wname *nm, size_t nnm, const struct wname *m)
+{
+	if (m->via)
+		return 1;
+	for (size_t j = 0; j < nnm; j++) {
+		const struct wname *o = &nm[j];
+
+		if (o->kind == W_UNLINK)
+			continue;
+		if (o->kind == W_SWAP || (o->kind == W_MOVE && S_ISDIR(o->mode)) ||
+		    at_or_under(o->path, m->path))
+			return 1;
+	}
+	return 0;
+}
+
+/*
  * W24: may removal nm[k] go first, at the path its object had when the
- * transaction began?  Not an rmdir's, when a rename or link of the
- * record takes an object from under that path (it would still be
- * there), or one of unknown first path.  Nor a removal that took over
+ * transaction began?  Not an rmdir's, when a link of the record takes an
+ * object from under that path (it would still be there), or one of
+ * unknown first path; a rename that does goes first, and the rmdir last
+ * (W25, late_declined()).  Nor a removal that took over
  * a rename (via), when another entry but a removal names a path at or
  * under the name that rename gave (the record knows no such name).
  */
@@ -1328,7 +1423,7 @@ static int removal_declined(const struct wname *nm, size_t nnm, size_t k)
 		if (j == k || o->kind == W_UNLINK)
 			continue;
 		if (is_rmdir(m) && W_FROM_TREE(o->kind) && !o->link_of &&
-		    (at_or_under(from, m->path) || in_meta(from)))
+		    ((at_or_under(from, m->path) && !m->late) || in_meta(from)))
 			return 1;
 		if (m->via && o->op + 1 != m->mop && /* not an exchange's other */
 		    (at_or_under(o->path, m->via) ||
@@ -1397,6 +1492,9 @@ int fx_w_move_declined(struct fstx_domain *d, const struct plan *P, struct wname
 				return 1;
 		}
 	}
+	for (size_t k = 0; k < nnm; k++) /* W25: with every mode known */
+		if (nm[k].late && late_declined(nm, nnm, &nm[k]))
+			return 1;
 	return 0;
 }
 
