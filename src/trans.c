@@ -263,9 +263,36 @@ static int prestage_one(struct fstx_domain *d, const struct fx_step *s,
 }
 
 /*
+ * Directory par as it was before the steps up to k moved it (one of the
+ * tree renamed, or a new one renamed on from its staged name): the kernel
+ * gives the group of the directory, wherever it was.  Into buf; par
+ * itself past PATH_MAX.
+ */
+static const char *par_before(const struct plan *P, size_t k, const char *par,
+			      char buf[PATH_MAX])
+{
+	for (size_t j = k; j-- > 0;) {
+		const struct fx_step *s = &P->steps[j];
+		size_t n = strlen(s->dst), a, b;
+
+		if (s->kind != FX_ST_MOVE || strncmp(par, s->dst, n) || (par[n] && par[n] != '/'))
+			continue;
+		a = strlen(s->src);
+		b = strlen(par + n);
+		if (a + b >= PATH_MAX)
+			return par;
+		memmove(buf + a, par + n, b + 1); /* par may be buf */
+		memcpy(buf, s->src, a);
+		par = buf;
+	}
+	return par;
+}
+
+/*
  * The group a setgid directory passes on to step k's new object, made in
  * the parent of the name its next step (MOVE) gives it: of the tree, or
- * of a new directory made before it (gids[], per new object; -1 none).
+ * of a new directory made before it (gids[], per new object; -1 none),
+ * where the steps before it had put that directory (par_before()).
  */
 static long new_group(struct fstx_domain *d, const struct plan *P, size_t k, const long *gids)
 {
@@ -279,7 +306,7 @@ static long new_group(struct fstx_domain *d, const struct plan *P, size_t k, con
 		if (P->steps[j].kind == FX_ST_MKDIR && j + 1 < P->nsteps &&
 		    P->steps[j + 1].kind == FX_ST_MOVE && !strcmp(P->steps[j + 1].dst, par))
 			return gids[P->steps[j].newid];
-	return fx_setgid_group(d, par);
+	return fx_setgid_group(d, par_before(P, k, par, par));
 }
 
 static int prestage(struct fstx_domain *d, struct plan *P)

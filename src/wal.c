@@ -452,6 +452,20 @@
  *      conflicts_read()).  Replay is W15's: done at the new name, renamed
  *      from the old one.  The checkpoint fsyncs the directory, its new
  *      parent and its old one (W6, W_OBJ_SRC).  test_wal names_move_dir.
+ *      Besides those, new files, symlinks and directories made after the
+ *      rename at or under either name (a directory kept aside while a new
+ *      one is built at its name; one renamed, then added to) and the ops
+ *      that change only their data and xattrs: their entries follow the
+ *      move's in the record (new directories made there go right after
+ *      the renames, wal_stage.c names_late(); new files and symlinks
+ *      come after them anyway), so replay finds the name free, or the
+ *      directory at its new name, when it makes them (made_after(),
+ *      makes_new()).  A new object's setgid group is the moved
+ *      directory's, looked up where it is before the rename
+ *      (moved_from(); trans.c par_before() for the undo way).  Not a new
+ *      object made before the rename, nor a rename or link of the tree
+ *      into the new directory (the undo way).  test_wal
+ *      names_dir_then_new, dir_then_new_kill; cli.bats "setgid directory".
  *
  * W21. An exchange (rename with RENAME_EXCHANGE, which the plan makes as
  *      three moves through .fstx/new/, fx_wal_swap_at()) of two files or
@@ -561,7 +575,7 @@
  *      holds moved elsewhere, then the directory removed) is among the
  *      record's last entries, after every other name change, at the path
  *      the directory had when the transaction began (wal_stage.c
- *      removals_late(); entries apply in record order, in place and in
+ *      names_late(); entries apply in record order, in place and in
  *      replay, so the renames have emptied it; nested ones deepest
  *      first, as W24 orders them).  Replay finds it done when the name
  *      is gone or holds another inode (W5).  Only where that path is

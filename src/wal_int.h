@@ -171,7 +171,9 @@ struct wname {
 				 * transaction gave it before (W24), else NULL */
 	size_t mop;             /* W_UNLINK with via: 1 + that rename's op */
 	int late;               /* W_UNLINK of an rmdir: after every other
-				 * entry, as renames empty it (W25) */
+				 * entry, as renames empty it (W25); W_MKDIR
+				 * at or under a name a rename left or gave:
+				 * right after the renames (W20) */
 };
 
 /* A pwrite staged in a file of its own (W13), per op: fd -1 if not. */

@@ -587,24 +587,46 @@ static int emptied_by_moves(const struct wname *nm, size_t n, const struct wname
 	return 0;
 }
 
+/* W20: is new directory w made, after a rename, at or under the name it
+ * left or gave? */
+static int made_after_move(const struct wname *nm, size_t n, const struct wname *w)
+{
+	for (size_t j = 0; j < n; j++)
+		if (nm[j].kind == W_MOVE && nm[j].step < w->step && w->path &&
+		    (at_or_under(w->path, nm[j].path) || at_or_under(w->path, nm[j].stage)))
+			return 1;
+	return 0;
+}
+
+static int moves_one(const struct wname *w)
+{
+	return w->kind == W_MOVE || w->kind == W_SWAP || (w->kind == W_LINK && !w->link_of);
+}
+
 /*
- * W25: the removals of directories that renames of the transaction empty
- * go after every other entry, in the order they had (deepest first): the
- * record applies its entries in order.  The others keep their order; a
+ * The entries that go later than their kind's place (the record applies
+ * its entries in order): a new directory made at or under a name a
+ * rename of the tree left or gave, right after the renames (W20); an
+ * rmdir of a directory that renames empty, last, in the order the
+ * removals had (deepest first: W25).  The others keep their order; a
  * link's index of its new file follows it.  -ENOMEM, else 0.
  */
-static int removals_late(struct wname *nm, size_t n)
+static int names_late(struct wname *nm, size_t n)
 {
-	size_t late = 0, j = 0, *at;
+	size_t late = 0, j = 0, *at, lastmv = SIZE_MAX;
 	struct wname *t;
 	char *own;
 
-	for (size_t k = 0; k < n; k++)
-		if (nm[k].kind == W_UNLINK && is_rmdir(&nm[k]) &&
-		    emptied_by_moves(nm, n, &nm[k])) {
+	for (size_t k = 0; k < n; k++) {
+		if (moves_one(&nm[k]))
+			lastmv = k;
+		if ((nm[k].kind == W_UNLINK && is_rmdir(&nm[k]) &&
+		     emptied_by_moves(nm, n, &nm[k])) ||
+		    (nm[k].kind == W_MKDIR && made_after_move(nm, n, &nm[k]))) {
 			nm[k].late = 1;
 			late++;
 		}
+	}
 	if (!late)
 		return 0;
 	t = fx_calloc(n, sizeof(*t));
@@ -616,13 +638,25 @@ static int removals_late(struct wname *nm, size_t n)
 		free(own);
 		return -ENOMEM;
 	}
-	for (int pass = 0; pass < 2; pass++)
-		for (size_t k = 0; k < n; k++)
-			if (nm[k].late == pass) {
-				own[j] = nm[k].stage == nm[k].sbuf;
-				at[k] = j;
-				t[j++] = nm[k];
+	for (size_t k = 0; k < n; k++) {
+		if (!nm[k].late) {
+			own[j] = nm[k].stage == nm[k].sbuf;
+			at[k] = j;
+			t[j++] = nm[k];
+		}
+		for (size_t m = 0; k == lastmv && m < n; m++) /* W20 */
+			if (nm[m].late && nm[m].kind == W_MKDIR) {
+				own[j] = nm[m].stage == nm[m].sbuf;
+				at[m] = j;
+				t[j++] = nm[m];
 			}
+	}
+	for (size_t k = 0; k < n; k++) /* W25 */
+		if (nm[k].late && nm[k].kind == W_UNLINK) {
+			own[j] = nm[k].stage == nm[k].sbuf;
+			at[k] = j;
+			t[j++] = nm[k];
+		}
 	memcpy(nm, t, n * sizeof(*nm));
 	for (size_t k = 0; k < n; k++) {
 		if (own[k])
@@ -670,7 +704,7 @@ size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
 		n = names_linked(P, &X, nm, n);
 	}
 	nix_free(&X);
-	if (n != SIZE_MAX && removals_late(nm, n) < 0) {
+	if (n != SIZE_MAX && names_late(nm, n) < 0) {
 		fx_w_free_stages(nm, P->nsteps + 1);
 		memset(nm, 0, (P->nsteps + 1) * sizeof(*nm));
 		return 0; /* no memory: the undo way */
@@ -782,6 +816,28 @@ int fx_w_stage_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm)
 	return 0;
 }
 
+/* W20: directory p, at or under the new name of a directory the record
+ * moves, where it is until then (into buf); else p. */
+static const char *moved_from(const struct wname *nm, size_t nnm, const char *p,
+			      char buf[PATH_MAX])
+{
+	for (size_t k = 0; k < nnm; k++) {
+		const struct wname *m = &nm[k];
+		size_t a, b;
+
+		if (m->kind != W_MOVE || !S_ISDIR(m->mode) || !at_or_under(p, m->path))
+			continue;
+		a = strlen(m->stage);
+		b = strlen(p + strlen(m->path));
+		if (a + b >= PATH_MAX)
+			return p; /* best effort, as the groups are */
+		memcpy(buf, m->stage, a);
+		memcpy(buf + a, p + strlen(m->path), b + 1);
+		return buf;
+	}
+	return p;
+}
+
 /*
  * W2: an object staged in .fstx/wnew/ takes, as mkdir(2), open(2) and
  * symlink(2) would have given it in its directory, the group of a setgid
@@ -812,7 +868,9 @@ void fx_w_inherit_groups(struct fstx_domain *d, struct wname *nm, size_t nnm)
 			w->ggid = nm[j].ggid;
 		} else {
 			if (!have || strcmp(par, last)) {
-				lastgid = fx_setgid_group(d, par);
+				char was[PATH_MAX];
+
+				lastgid = fx_setgid_group(d, moved_from(nm, nnm, par, was));
 				memcpy(last, par, strlen(par) + 1);
 				have = 1;
 			}
@@ -1248,6 +1306,24 @@ static const char *chained(const struct wname *o, const struct wname *m)
 	return NULL;
 }
 
+/* W20: does op i make a new object (open O_CREAT of an absent name, mkdir,
+ * symlink), or change only the data or xattrs of one?  Its name entry
+ * says where (made_after()). */
+static int makes_new(const struct plan *P, size_t i)
+{
+	uint32_t op = (uint32_t)P->ops[i].op;
+	const struct pop *po = &P->pops[i];
+
+	if (fx_pop_dead(P, i) || po->cpath2)
+		return 0;
+	if (op == BTRFS_IOC_UT_OP_MKDIR || op == FSTX_OP_SYMLINK ||
+	    (op == BTRFS_IOC_UT_OP_OPEN && po->create))
+		return 1;
+	return po->obj < 0 && (op == BTRFS_IOC_UT_OP_OPEN || op == BTRFS_IOC_UT_OP_TRUNCATE ||
+			       op == BTRFS_IOC_UT_OP_SETXATTR ||
+			       op == BTRFS_IOC_UT_OP_REMOVEXATTR);
+}
+
 /*
  * W20: does an op other than skip name a path at or under a or b, other
  * than an op on the data, size or xattrs of an object of the tree
@@ -1269,7 +1345,7 @@ static int ops_name_dir(const struct plan *P, size_t skip, const char *a, const 
 		if (i == skip || i == chop[0] || i == chop[1] ||
 		    !(at_or_under(po->cpath, a) || at_or_under(po->cpath, b) ||
 		      at_or_under(po->cpath2, a) || at_or_under(po->cpath2, b)) ||
-		    removes_only(P, i, nm, nnm))
+		    removes_only(P, i, nm, nnm) || (i > skip && makes_new(P, i)))
 			continue;
 		/* under a name two renames share, a path names two objects
 		 * (fx_w_final_paths() knows one) */
@@ -1280,6 +1356,16 @@ static int ops_name_dir(const struct plan *P, size_t skip, const char *a, const 
 			return 1;
 	}
 	return 0;
+}
+
+/*
+ * W20: is o a new file, symlink or directory made after move m (its
+ * entry follows the move's in the record: names_late())?
+ */
+static int made_after(const struct wname *o, const struct wname *m)
+{
+	return m->kind == W_MOVE && o->step > m->step &&
+	       (o->kind == W_NEWF || o->kind == W_SYMLINK || (o->kind == W_MKDIR && o->late));
 }
 
 /*
@@ -1312,6 +1398,8 @@ static int dir_move_declined(const struct plan *P, const struct wname *nm, size_
 			chop[at] = o->op;
 			continue;
 		}
+		if (made_after(o, m))
+			continue;
 		if (at_or_under(o->path, m->path) || at_or_under(o->path, m->stage) ||
 		    ((W_FROM_TREE(o->kind) || o->kind == W_SWAP) &&
 		     (at_or_under(o->stage, m->path) || at_or_under(o->stage, m->stage))))
@@ -1488,12 +1576,13 @@ int fx_w_move_declined(struct fstx_domain *d, const struct plan *P, struct wname
 			if (W_FROM_TREE(o->kind) && !strcmp(o->stage, m->path) &&
 			    !chained(o, m))
 				return 1;
-			if (o->kind == W_MKDIR && o->path && !strcmp(o->path, m->stage))
+			if (o->kind == W_MKDIR && o->path && !strcmp(o->path, m->stage) &&
+			    !(S_ISDIR(st.st_mode) && made_after(o, m)))
 				return 1;
 		}
 	}
 	for (size_t k = 0; k < nnm; k++) /* W25: with every mode known */
-		if (nm[k].late && late_declined(nm, nnm, &nm[k]))
+		if (nm[k].kind == W_UNLINK && nm[k].late && late_declined(nm, nnm, &nm[k]))
 			return 1;
 	return 0;
 }

@@ -520,17 +520,25 @@ T
 	# the log (new file, symlink, directories made in place and staged)
 	printf 'write g/f "x"\nmkdir g/d\nmkdir g/e\nwrite g/e/x "1"\nsymlink f g/l\n' > "$TX/a.tx"
 	# the undo way (a directory renamed beside names under it)
-	printf 'write g/f3 "x"\nmkdir g/d3\nwrite g/d3/y "y"\nrename g/d g/dd\nrename g g2\n' > "$TX/b.tx"
+	printf 'write g/f3 "x"\nmkdir g/d3\nwrite g/d3/y "y"\nrename g/d g/dd\nrename g g2\nwrite g2/f4 "x"\nmkdir g2/d4\n' > "$TX/b.tx"
 	run "$FSTX" run "$D" "$TX/a.tx"
 	[ "$status" -eq 0 ]
 	run "$FSTX" run "$D" "$TX/b.tx"
 	[ "$status" -eq 0 ]
-	for p in f l e e/x dd d3 d3/y f3; do
+	for p in f l e e/x dd d3 d3/y f3 f4 d4; do
 		[ "$(stat -c %G "$D/g2/$p")" = nogroup ]
 	done
-	for p in e dd d3; do
+	for p in e dd d3 d4; do
 		[ -g "$D/g2/$p" ]
 	done
+	# the log again: new objects in a directory the transaction renames
+	printf 'rename g2 g3\nwrite g3/n "n"\nmkdir g3/m\nwrite g3/m/z "z"\nsymlink n g3/ln\n' > "$TX/c.tx"
+	run "$FSTX" run "$D" "$TX/c.tx"
+	[ "$status" -eq 0 ]
+	for p in n m m/z ln; do
+		[ "$(stat -c %G "$D/g3/$p")" = nogroup ]
+	done
+	[ -g "$D/g3/m" ]
 }
 
 @test "option wal: an in-place overwrite commits with one fdatasync; recover checkpoints" {

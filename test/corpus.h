@@ -132,6 +132,14 @@ static const char *const corpus[] = {
 	/* 22: the switch by exchange, with a new directory (W24) */
 	"mkdir n\nopen 0 n/x O_WRONLY|O_CREAT\npwrite 0 \"X\" 0\nclose 0\n"
 	"rename n d exchange\nunlink n/c\nunlink n/e/f\nrmdir n/e\nrmdir n\n",
+	/* 23: a directory kept aside while a new one is built at its name,
+	 * and one renamed, then added to (W20 with new objects after it) */
+	"rename d d.old\nmkdir d\nopen 0 d/c O_WRONLY|O_CREAT\npwrite 0 \"C2\" 0\nclose 0\n"
+	"mkdir d/e\nsymlink ../c d/e/l\nrename empty e2\nopen 1 e2/n O_WRONLY|O_CREAT\n"
+	"pwrite 1 \"N\" 0\n",
+	/* 24: what a directory holds moved out of it, then the directory
+	 * removed (W25) */
+	"mkdir n\nrename d/c n/c\nrename d/e/f n/f\nrmdir d/e\nrmdir d\nrename ln n/ln\n",
 };
 
 #define NFIXED (sizeof(corpus) / sizeof(corpus[0]))

@@ -2901,7 +2901,7 @@ static void names_move_dir(void **state)
 	static const char *const back[][2] = { { "d/e2", "d/e" }, { "e3", "d/e" },
 					       { "d/e2", "d/e" }, { "e4", "d/e" } };
 	static const char *const undo[] = { /* names or the directory itself */
-		"rename d/e d/e2\nopen 0 d/e2/n O_WRONLY|O_CREAT\npwrite 0 \"z\" 0\n",
+		"open 0 d/e/n O_WRONLY|O_CREAT\npwrite 0 \"z\" 0\nrename d/e d/e2\n",
 		"rename d/e d/e2\nsetxattr d/e2 user.q \"1\"\n",
 		"rename d/e d/e2\nrename d/e2/f f2\n", /* a removal there: W24's */
 	};
@@ -3236,8 +3236,9 @@ static void names_tree_swap(void **state)
  * it (a rotation: rename b old, rename a b, a new a; a directory kept
  * aside while another takes its name): one barrier, the undo way's tree,
  * replay the same, also from the state power loss leaves when it keeps
- * the first rename only.  An op on the data under the name two
- * directories share takes the undo way (a path there names two objects).
+ * the first rename only; a new file made there after both too (W20).  An
+ * op on the data under the name two directories share, or a rename of a
+ * new file there, takes the undo way (a path there names two objects).
  */
 static void names_move_chain(void **state)
 {
@@ -3246,11 +3247,14 @@ static void names_move_chain(void **state)
 		"pwrite 0 \"fresh\" 0\n",
 		"rename d d.old\nrename empty d\n",
 		"rename d d.old\nrename a d\nopen 0 d.old/c O_RDWR\npwrite 0 \"X\" 0\n",
+		/* and a new file at the shared name (W20: made after both) */
+		"rename d d.old\nrename empty d\nsetxattr d.old/c user.q \"1\"\n"
+		"open 0 d/n O_WRONLY|O_CREAT\n",
 	};
 	static const char *const undo[] = {
 		"open 0 d/c O_RDWR\npwrite 0 \"X\" 0\nrename d d.old\nrename empty d\n",
-		"rename d d.old\nrename empty d\nsetxattr d.old/c user.q \"1\"\n"
-		"open 0 d/n O_WRONLY|O_CREAT\n",
+		"rename d d.old\nrename empty d\nopen 0 d/n O_WRONLY|O_CREAT\n"
+		"rename d/n d/n2\n",
 	};
 	char *d, *want;
 
@@ -3262,7 +3266,7 @@ static void names_move_chain(void **state)
 			unlink_rel(d, "a", 0);
 			mv_rel(d, "b", "a");
 		} else {
-			mv_rel(d, "d", k == 1 ? "empty" : "a");
+			mv_rel(d, "d", k == 2 ? "a" : "empty");
 		}
 		replay_twice(d, want);
 		free(want);
@@ -3434,6 +3438,53 @@ static void moved_out_kill(void **state)
 {
 	(void)state;
 	kill_sweep(moved_out, 2, "moved-out", 0);
+}
+
+/*
+ * W20: new files, symlinks and directories made after a directory of the
+ * tree is renamed, under its new name or at and under the name it left
+ * (a directory kept aside while a new one is built in its place; one
+ * renamed, then added to): one barrier, the undo way's tree, replay the
+ * same.  Where the new object was made before the rename, or a rename of
+ * the tree goes into the new directory, the undo way.
+ */
+static const char *const dir_then_new[] = {
+	"rename d d.old\nmkdir d\nopen 0 d/x O_WRONLY|O_CREAT\npwrite 0 \"X\" 0\nclose 0\n"
+	"mkdir d/e\n",
+	"rename d d2\nopen 0 d2/n O_WRONLY|O_CREAT\npwrite 0 \"N\" 0\nclose 0\n"
+	"symlink ../a d2/l\n",
+	"rename d.old/e e2\nmkdir e2/h\nopen 0 e2/h/g O_WRONLY|O_CREAT\npwrite 0 \"G\" 0\n"
+	"setxattr e2/h/g user.q \"q\"\n",
+};
+
+static void names_dir_then_new(void **state)
+{
+	static const char *const logged[] = {
+		"rename d d.old\nmkdir d\nmkdir d/e\nopen 0 d/e/f O_WRONLY|O_CREAT\n"
+		"pwrite 0 \"F2\" 0\nopen 1 d/c O_WRONLY|O_CREAT\npwrite 1 \"C2\" 0\n",
+		"rename d d.old\nopen 0 d O_WRONLY|O_CREAT\npwrite 0 \"a file now\" 0\n",
+		"rename d/e e2\nopen 0 e2/g O_WRONLY|O_CREAT\npwrite 0 \"G\" 0\nmkdir e2/h\n"
+		"symlink ../g e2/h/l\n",
+	};
+	static const char *const undo[] = {
+		"open 0 d/new O_WRONLY|O_CREAT\npwrite 0 \"N\" 0\nrename d d2\n",
+		"rename d d.old\nmkdir d\nrename d.old/c d/c\n",
+		"rename a a.old\nmkdir a\n",
+	};
+
+	(void)state;
+	free(logged_as_undo(dir_then_new[0]));
+	free(logged_as_undo(dir_then_new[1]));
+	for (size_t k = 0; k < sizeof(logged) / sizeof(logged[0]); k++)
+		free(logged_as_undo(logged[k]));
+	for (size_t k = 0; k < sizeof(undo) / sizeof(undo[0]); k++)
+		undo_way_only(undo[k]);
+}
+
+static void dir_then_new_kill(void **state)
+{
+	(void)state;
+	kill_sweep(dir_then_new, 3, "dir-then-new", 0);
 }
 
 static int other_mount(int fd, uint64_t *id)
@@ -4725,6 +4776,8 @@ int main(void)
 		cmocka_unit_test(switch_kill),
 		cmocka_unit_test(names_moved_out),
 		cmocka_unit_test(moved_out_kill),
+		cmocka_unit_test(names_dir_then_new),
+		cmocka_unit_test(dir_then_new_kill),
 		cmocka_unit_test(names_dir_renamed),
 		cmocka_unit_test(remount_replays_all),
 		cmocka_unit_test(mount_id_missing),
