@@ -783,8 +783,17 @@ static enum wal_fit wal_fit(struct fstx_domain *d, const struct btrfs_ioctl_user
 			res[i] = a[3];
 			break;
 		case BTRFS_IOC_UT_OP_PWRITE:
-			if (!live[a[0]] || !wr[a[0]] || (!P->pops[i].append &&
-					  (uint64_t)a[3] + (uint64_t)a[2] > FX_WAL_MAX_OFF))
+			if (live[a[0]] && !wr[a[0]]) {
+				/* through a read-only open: the kernel's EBADF,
+				 * a dead op where it may fail (as xattrs below) */
+				res[i] = -EBADF;
+				if (op_fails(op, ut->flags, res[i], op->rval))
+					goto fails;
+				P->pops[i].pred = (int)res[i];
+				continue;
+			}
+			if (!live[a[0]] || (!P->pops[i].append &&
+					    (uint64_t)a[3] + (uint64_t)a[2] > FX_WAL_MAX_OFF))
 				goto out;
 			res[i] = a[2];
 			break;

@@ -24,8 +24,9 @@
  *      lets it (no FAIL_ON condition fires, not strict: the op runs
  *      nothing, plan.h fx_pop_dead(), and its result is the prediction,
  *      as in the undo way; a close, pwrite or clone range through a
- *      slot its failed open left shut is EBADF, plan.c; test_wal
- *      predicted_fail_log), at most
+ *      slot its failed open left shut is EBADF, plan.c, and so is a pwrite
+ *      through a read-only open, trans.c wal_fit(); test_wal
+ *      predicted_fail_log, fail_fast), at most
  *      fx_wal_big bytes of data logged (W13's staged overwrites and
  *      W22's whole new files are not; W22 takes new files once the data
  *      passes fx_wal_large; a large overwrite logged is written twice

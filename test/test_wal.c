@@ -2480,6 +2480,8 @@ static void predicted_fail_log(void **state)
 		"setxattr b user.z \"set\"\n-setxattr b user.z \"c\" create\n",
 		"-removexattr a user.k\n-removexattr a user.k\nsetxattr a user.j \"1\"\n",
 		"open 0 n O_WRONLY|O_CREAT\n-removexattr n user.x\npwrite 0 \"n\" 0\n",
+		/* a pwrite through a read-only open: the kernel's EBADF */
+		"open 0 a O_RDONLY\n-pwrite 0 \"x\" 0\nopen 1 b O_WRONLY\npwrite 1 \"Y\" 0\n",
 	};
 	__s64 want[64], got[64];
 
@@ -4026,6 +4028,8 @@ static void fail_fast(void **state)
 		/* an xattr op that finds its xattr not as it needs: ENODATA, EEXIST */
 		"open 0 a O_WRONLY\npwrite 0 \"Z\" 0\nremovexattr a user.none\n",
 		"write n \"x\"\nsetxattr a user.k \"x\" create\n",
+		/* a pwrite through a read-only open: EBADF */
+		"write n \"x\"\nopen 0 a O_RDONLY\npwrite 0 \"x\" 0\n",
 	};
 	__s64 want[64], got[64];
 
