@@ -439,7 +439,9 @@
  *      but removals (W24), a rename that chains with it (W15: leaves
  *      its new name before it, or takes its old one after it, with no op
  *      at or under that shared name, where a path would name two
- *      objects), and ops on the data, size and xattrs of files of the
+ *      objects, and neither moved into what the other then moves, whose
+ *      replay would look for it where that move took it from), and ops
+ *      on the data, size and xattrs of files of the
  *      tree under it (wal_stage.c dir_move_declined()), whose entries
  *      name them under the new name (fx_w_final_paths(); before the barrier they are
  *      opened under the old one, fx_w_now_at()), so the record knows every

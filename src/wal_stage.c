@@ -1392,7 +1392,11 @@ static int dir_move_declined(const struct plan *P, const struct wname *nm, size_
 		if ((c = chained(o, m))) { /* W20: the other's name, in turn */
 			int at = c == m->stage;
 
-			if (ch[at])
+			/* not into what the other then moves (rename d e/x,
+			 * rename e d): replay would look for it at a path the
+			 * other's move took away, and find another object at
+			 * the name they share */
+			if (ch[at] || is_under(m->path, o->stage) || is_under(o->path, m->stage))
 				return 1;
 			ch[at] = c;
 			chop[at] = o->op;

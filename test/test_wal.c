@@ -3240,7 +3240,8 @@ static void names_tree_swap(void **state)
  * replay the same, also from the state power loss leaves when it keeps
  * the first rename only; a new file made there after both too (W20).  An
  * op on the data under the name two directories share, or a rename of a
- * new file there, takes the undo way (a path there names two objects).
+ * new file there, takes the undo way (a path there names two objects), as
+ * does a chain where one goes into what the other then moves.
  */
 static void names_move_chain(void **state)
 {
@@ -3257,6 +3258,12 @@ static void names_move_chain(void **state)
 		"open 0 d/c O_RDWR\npwrite 0 \"X\" 0\nrename d d.old\nrename empty d\n",
 		"rename d d.old\nrename empty d\nopen 0 d/n O_WRONLY|O_CREAT\n"
 		"rename d/n d/n2\n",
+		/* one moved into what the other then moves on: replay would
+		 * look for it where that move took it from (it wedged with
+		 * ESTALE) */
+		"rename d empty/d_x\nrename empty d\n",
+		"rename d/e empty/e.old\nrename empty d/e\n",
+		"rename empty d/e/empty_x\nrename d empty\n",
 	};
 	char *d, *want;
 
