@@ -1421,3 +1421,51 @@ void fx_plan_free(struct plan *P)
 	free(P->pops);
 	free(P->slots);
 }
+
+/*
+ * Directory par as it was before the steps up to k moved it (one of the
+ * tree renamed, or a new one renamed on from its staged name): the kernel
+ * gives the group of the directory, wherever it was.  Into buf; par
+ * itself past PATH_MAX.
+ */
+static const char *par_before(const struct plan *P, size_t k, const char *par,
+			      char buf[PATH_MAX])
+{
+	for (size_t j = k; j-- > 0;) {
+		const struct fx_step *s = &P->steps[j];
+		size_t n = strlen(s->dst), a, b;
+
+		if (s->kind != FX_ST_MOVE || strncmp(par, s->dst, n) || (par[n] && par[n] != '/'))
+			continue;
+		a = strlen(s->src);
+		b = strlen(par + n);
+		if (a + b >= PATH_MAX)
+			return par;
+		memmove(buf + a, par + n, b + 1); /* par may be buf */
+		memcpy(buf, s->src, a);
+		par = buf;
+	}
+	return par;
+}
+
+const char *fx_new_parent(const struct plan *P, size_t k, char buf[PATH_MAX])
+{
+	const struct fx_step *mv = k + 1 < P->nsteps ? &P->steps[k + 1] : NULL;
+
+	if (!mv || mv->kind != FX_ST_MOVE || strcmp(mv->src, P->steps[k].dst))
+		return NULL;
+	return fx_dirname(mv->dst, buf);
+}
+
+long fx_new_group(struct fstx_domain *d, const struct plan *P, size_t k, const long *gids)
+{
+	char par[PATH_MAX];
+
+	if (!fx_new_parent(P, k, par))
+		return -1;
+	for (size_t j = 0; j < k; j++)
+		if (P->steps[j].kind == FX_ST_MKDIR && j + 1 < P->nsteps &&
+		    P->steps[j + 1].kind == FX_ST_MOVE && !strcmp(P->steps[j + 1].dst, par))
+			return gids[P->steps[j].newid];
+	return fx_setgid_group(d, par_before(P, k, par, par));
+}

@@ -6,6 +6,8 @@
 #include "internal.h"
 #include "fstx/btrfs_usertrans.h"
 
+#include <limits.h>
+
 enum { N_ABSENT = 0, N_INIT, N_NEW };
 enum { K_NONE = 0, K_FILE, K_DIR, K_LINK, K_OTHER };
 
@@ -83,5 +85,19 @@ int fx_plan_lookup(struct plan *P, const char *path, struct node *n,
 		   char **cpath);
 void fx_node_free(struct node *n);
 void fx_plan_free(struct plan *P);
+
+/*
+ * The parent of the name step k's new object gets first (the MOVE after
+ * it out of .fstx/new/), into buf; NULL if it gets none.
+ */
+const char *fx_new_parent(const struct plan *P, size_t k, char buf[PATH_MAX]);
+/*
+ * The group a setgid directory passes on to step k's new object, made in
+ * fx_new_parent(): of the tree, where the steps before it had put that
+ * directory, or of a new directory made before it (gids[], per new
+ * object's newid; -1 none).  The undo way (trans.c) and the log
+ * (wal_stage.c) alike.
+ */
+long fx_new_group(struct fstx_domain *d, const struct plan *P, size_t k, const long *gids);
 
 #endif

@@ -262,53 +262,6 @@ static int prestage_one(struct fstx_domain *d, const struct fx_step *s,
 	return r;
 }
 
-/*
- * Directory par as it was before the steps up to k moved it (one of the
- * tree renamed, or a new one renamed on from its staged name): the kernel
- * gives the group of the directory, wherever it was.  Into buf; par
- * itself past PATH_MAX.
- */
-static const char *par_before(const struct plan *P, size_t k, const char *par,
-			      char buf[PATH_MAX])
-{
-	for (size_t j = k; j-- > 0;) {
-		const struct fx_step *s = &P->steps[j];
-		size_t n = strlen(s->dst), a, b;
-
-		if (s->kind != FX_ST_MOVE || strncmp(par, s->dst, n) || (par[n] && par[n] != '/'))
-			continue;
-		a = strlen(s->src);
-		b = strlen(par + n);
-		if (a + b >= PATH_MAX)
-			return par;
-		memmove(buf + a, par + n, b + 1); /* par may be buf */
-		memcpy(buf, s->src, a);
-		par = buf;
-	}
-	return par;
-}
-
-/*
- * The group a setgid directory passes on to step k's new object, made in
- * the parent of the name its next step (MOVE) gives it: of the tree, or
- * of a new directory made before it (gids[], per new object; -1 none),
- * where the steps before it had put that directory (par_before()).
- */
-static long new_group(struct fstx_domain *d, const struct plan *P, size_t k, const long *gids)
-{
-	const struct fx_step *mv = k + 1 < P->nsteps ? &P->steps[k + 1] : NULL;
-	char par[PATH_MAX];
-
-	if (!mv || mv->kind != FX_ST_MOVE || strcmp(mv->src, P->steps[k].dst))
-		return -1;
-	fx_dirname(mv->dst, par);
-	for (size_t j = 0; j < k; j++)
-		if (P->steps[j].kind == FX_ST_MKDIR && j + 1 < P->nsteps &&
-		    P->steps[j + 1].kind == FX_ST_MOVE && !strcmp(P->steps[j + 1].dst, par))
-			return gids[P->steps[j].newid];
-	return fx_setgid_group(d, par_before(P, k, par, par));
-}
-
 static int prestage(struct fstx_domain *d, struct plan *P)
 {
 	uint64_t *ids = fx_calloc((size_t)P->newid + 1, sizeof(*ids));
@@ -331,7 +284,7 @@ static int prestage(struct fstx_domain *d, struct plan *P)
 		if ((r = prestage_one(d, s, &ids[s->newid])) < 0)
 			break;
 		/* made in .fstx/new/: the group its directory would give it */
-		if ((gids[s->newid] = new_group(d, P, k, gids)) >= 0 &&
+		if ((gids[s->newid] = fx_new_group(d, P, k, gids)) >= 0 &&
 		    (dfd = fx_parent(d, s->dst, &name)) >= 0) {
 			fx_take_group(dfd, name, gids[s->newid], s->kind == FX_ST_MKDIR);
 			fx_os.close(dfd);

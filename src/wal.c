@@ -463,9 +463,9 @@
  *      the renames, wal_stage.c names_late(); new files and symlinks
  *      come after them anyway), so replay finds the name free, or the
  *      directory at its new name, when it makes them (made_after(),
- *      makes_new()).  A new object's setgid group is the moved
- *      directory's, looked up where it is before the rename
- *      (moved_from(); trans.c par_before() for the undo way).  Not a new
+ *      makes_new()).  A new object's setgid group is that of the
+ *      directory it was made in, looked up where that directory was
+ *      then (plan.c fx_new_group(), for the undo way too).  Not a new
  *      object made before the rename, nor a rename or link of the tree
  *      into the new directory (the undo way).  test_wal
  *      names_dir_then_new, dir_then_new_kill; cli.bats "setgid directory".
@@ -1696,7 +1696,7 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		goto out;
 	}
 	fx_w_link_inodes(nm, nnm); /* W16: new files' links, once staged */
-	fx_w_inherit_groups(d, nm, nnm);
+	fx_w_inherit_groups(d, P, nm, nnm);
 	if ((r = fx_w_final_paths(P, tgt, ino, nm, nnm, fpath, fown)) != 0)
 		goto out; /* 1: a path too long for an entry, the undo way */
 	assert_inodes(d, P, ino);

@@ -339,7 +339,8 @@ void fx_w_unstage(struct fstx_domain *d, struct wname *nm, size_t nnm);
 void fx_w_free_stages(struct wname *nm, size_t cap);
 struct wname *fx_w_name_of_op(struct wname *nm, size_t nnm, size_t op);
 /* W2: the staged objects take the group of their setgid parents. */
-void fx_w_inherit_groups(struct fstx_domain *d, struct wname *nm, size_t nnm);
+void fx_w_inherit_groups(struct fstx_domain *d, const struct plan *P, struct wname *nm,
+			 size_t nnm);
 /* W23: would the caller's permissions fail the record after its barrier? */
 int fx_w_perm_declined(struct fstx_domain *d, const struct plan *P,
 		       const struct wname *nm, size_t nnm);

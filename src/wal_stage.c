@@ -816,66 +816,52 @@ int fx_w_stage_dirs(struct fstx_domain *d, struct wname *nm, size_t nnm)
 	return 0;
 }
 
-/* W20: directory p, at or under the new name of a directory the record
- * moves, where it is until then (into buf); else p. */
-static const char *moved_from(const struct wname *nm, size_t nnm, const char *p,
-			      char buf[PATH_MAX])
+/* Does a step between steps a and b (either order) move a directory of
+ * the tree, or a new object on from the name it got first?  A parent path
+ * then may name another directory at one than at the other. */
+static int moves_between(const struct plan *P, size_t a, size_t b)
 {
-	for (size_t k = 0; k < nnm; k++) {
-		const struct wname *m = &nm[k];
-		size_t a, b;
-
-		if (m->kind != W_MOVE || !S_ISDIR(m->mode) || !at_or_under(p, m->path))
-			continue;
-		a = strlen(m->stage);
-		b = strlen(p + strlen(m->path));
-		if (a + b >= PATH_MAX)
-			return p; /* best effort, as the groups are */
-		memcpy(buf, m->stage, a);
-		memcpy(buf + a, p + strlen(m->path), b + 1);
-		return buf;
-	}
-	return p;
+	for (size_t j = (a < b ? a : b) + 1; j < (a < b ? b : a); j++)
+		if (P->steps[j].kind == FX_ST_MOVE && !fx_under(P->steps[j].src, FX_NEW))
+			return 1;
+	return 0;
 }
 
 /*
  * W2: an object staged in .fstx/wnew/ takes, as mkdir(2), open(2) and
- * symlink(2) would have given it in its directory, the group of a setgid
- * directory it is made in (a directory S_ISGID too): that of the tree, or
- * of a new directory that took one (made in place, which the kernel does,
- * or staged; W_MKDIR entries come first, parents first).  Best effort.
+ * symlink(2) would have given it in the directory it was made in, the
+ * group of a setgid directory there (a directory S_ISGID too): that of
+ * the tree, where the steps before had put it (a directory the
+ * transaction renamed, W20), or of a new directory that took one, as the
+ * undo way finds it (plan.c fx_new_group(); W_MKDIR entries come first,
+ * parents first).  Where it was made, not where it ends: one made in a
+ * setgid directory and renamed out keeps the group.  Best effort.
  */
-void fx_w_inherit_groups(struct fstx_domain *d, struct wname *nm, size_t nnm)
+void fx_w_inherit_groups(struct fstx_domain *d, const struct plan *P, struct wname *nm,
+			 size_t nnm)
 {
 	char par[PATH_MAX], last[PATH_MAX] = "";
-	long lastgid = -1;
-	int have = 0;
+	long *gids = fx_calloc((size_t)P->newid + 1, sizeof(*gids)), lastgid = -1;
+	size_t lastk = SIZE_MAX;
 
 	for (size_t k = 0; k < nnm; k++) {
 		struct wname *w = &nm[k];
 		const char *n;
-		size_t j;
 		int dfd;
 
 		w->ggid = -1;
-		if ((w->kind != W_NEWF && w->kind != W_SYMLINK && w->kind != W_MKDIR) || !w->path)
+		if ((w->kind != W_NEWF && w->kind != W_SYMLINK && w->kind != W_MKDIR) ||
+		    !w->path || !gids || !fx_new_parent(P, w->step, par))
 			continue;
-		fx_dirname(w->path, par);
-		for (j = 0; j < k; j++)
-			if (nm[j].kind == W_MKDIR && nm[j].path && !strcmp(nm[j].path, par))
-				break;
-		if (j < k) {
-			w->ggid = nm[j].ggid;
+		if (lastk != SIZE_MAX && !strcmp(par, last) && !moves_between(P, lastk, w->step)) {
+			w->ggid = lastgid; /* a hundred files in one directory: once */
 		} else {
-			if (!have || strcmp(par, last)) {
-				char was[PATH_MAX];
-
-				lastgid = fx_setgid_group(d, moved_from(nm, nnm, par, was));
-				memcpy(last, par, strlen(par) + 1);
-				have = 1;
-			}
-			w->ggid = lastgid;
+			w->ggid = lastgid = fx_new_group(d, P, w->step, gids);
+			memcpy(last, par, strlen(par) + 1);
+			lastk = w->step;
 		}
+		if (w->kind == W_MKDIR)
+			gids[P->steps[w->step].newid] = w->ggid;
 		if (w->ggid < 0 || (w->kind == W_MKDIR && !*w->stage))
 			continue; /* none, or made in place: the kernel's */
 		if ((dfd = fx_parent(d, w->stage, &n)) < 0)
@@ -883,6 +869,7 @@ void fx_w_inherit_groups(struct fstx_domain *d, struct wname *nm, size_t nnm)
 		fx_take_group(dfd, n, w->ggid, w->kind == W_MKDIR);
 		fx_os.close(dfd);
 	}
+	free(gids);
 }
 
 /* An open for reading (of a clone's source, W19: staged before the

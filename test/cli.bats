@@ -539,6 +539,13 @@ T
 		[ "$(stat -c %G "$D/g3/$p")" = nogroup ]
 	done
 	[ -g "$D/g3/m" ]
+	# where an object is made, not where it ends, gives its group
+	printf 'write g3/o "o"\nrename g3/o o\nsymlink o g3/ol\nrename g3/ol ol\nwrite i "i"\nrename i g3/i\n' > "$TX/d.tx"
+	run "$FSTX" run "$D" "$TX/d.tx"
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %G "$D/o")" = nogroup ]
+	[ "$(stat -c %G "$D/ol")" = nogroup ]
+	[ "$(stat -c %G "$D/g3/i")" != nogroup ]
 }
 
 @test "option wal: an in-place overwrite commits with one fdatasync; recover checkpoints" {
