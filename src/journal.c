@@ -56,11 +56,13 @@
  *     ahead of the mark: btrfs's fsync log makes an object's new name
  *     durable when any process fsyncs it, and nothing orders the mark's
  *     rename with it.  Proved by test_powerloss power_loss_fsync and
- *     blockcrash.bats (bgsync variants).  Not where its inode is at its
- *     source too and a step before it moves that inode away from its
- *     destination: the destination is then a name a hard-linked object
- *     had, which that step, not run either, was to move (test_crash
- *     kill_hard_names); a rename that ran leaves its source empty.
+ *     blockcrash.bats (bgsync variants).  Not where a step before it
+ *     moves that inode away from its destination (its source holding the
+ *     inode too, or nothing): the destination is then a name a
+ *     hard-linked object had, which that step, not run either, was to
+ *     move; had this step run, that one would have too (test_crash
+ *     kill_hard_names; cli.bats "hard links exchanged", where the
+ *     rollback of a failed op took such a name away).
  *  5b. Below the mark, a MOVE is not reversed when its destination holds
  *     the object of another MOVE of the journal: an undo cut short by
  *     power loss may have made some of its own reversals durable and not
@@ -1224,11 +1226,15 @@ static int undo_above(const struct jr *j, size_t k, struct fx_syncset *ss)
 	r = fx_lstat(d, s->src, &cur);
 	if (r == 0 && cur.st_ino != st.st_ino)
 		return 0;
-	/* its inode at both names, where a step before it moves that inode
-	 * away from dst: dst is a name the object had (a hard link), which
-	 * that step, not run either, was to move; not this step's half-made
-	 * rename */
-	for (size_t i = 0; r == 0 && i < k; i++)
+	if (r < 0 && r != -ENOENT && r != -ENOTDIR)
+		return r;
+	/* its inode at dst (and at src, or nothing there), where a step
+	 * before it moves that inode away from dst: dst is a name the object
+	 * had (a hard link: rename b old exchange, rename hard b exchange),
+	 * which that step, not run either, was to move; not this step's
+	 * rename.  (Had this step run, that one would have too.)  test_crash
+	 * kill_hard_names, cli.bats "hard links exchanged" */
+	for (size_t i = 0; i < k; i++)
 		if (j->steps[i].kind == FX_ST_MOVE && j->steps[i].ino == s->ino &&
 		    !strcmp(j->steps[i].src, s->dst))
 			return 0;

@@ -511,6 +511,24 @@ T
 	[ "$(cat "$D/ap")" = "$(printf 'ap\n+')" ]
 }
 
+@test "run: hard links exchanged, then a failure: rolled back whole" {
+	# the undo way (a trusted.* xattr), a failure before the exchanges run:
+	# the rollback must not take b, a name hard's inode always had, for
+	# the second exchange's half-made rename (journal.c rule 5a)
+	[ "$(id -u)" -eq 0 ] || skip "trusted.* xattrs need root"
+	printf 'B\n' > "$D/b"
+	ln "$D/b" "$D/hard"
+	mkdomain
+	setfattr -n trusted.t -v 1 "$D/a" 2>/dev/null || skip "no trusted.* xattrs here"
+	setfattr -x trusted.t "$D/a"
+	before=$(cd "$D" && stat -c '%i %h %n' a b hard old)
+	printf 'setxattr a trusted.x "v"\nrename nothere ln\nrename b old exchange\nrename hard b exchange\n' > "$TX/h.tx"
+	run "$FSTX" run "$D" "$TX/h.tx"
+	[ "$status" -eq 1 ]
+	[ "$(cd "$D" && stat -c '%i %h %n' a b hard old)" = "$before" ]
+	[ "$(cat "$D/b")" = B ]
+}
+
 @test "run: new objects in a setgid directory take its group, both ways" {
 	getent group nogroup >/dev/null || skip "no group nogroup"
 	mkdir "$D/g"
