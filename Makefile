@@ -100,12 +100,12 @@ check: deps all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 		bash test/run.sh $(B)
 	@$(MAKE) --no-print-directory SAN=1 check-san
 	@$(MAKE) --no-print-directory -j2 fuzz-build
-	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=10
+	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=6
 
 check-san: all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 FSTX_MATRIX= FSTX_PACKAGING=0 \
 		FSTX_BLOCKCRASH=0 FSTX_CORPUS_FIRST=3 FSTX_LARGE_MB=32 FSTX_BANK_TX_FIRST=100 \
-		FSTX_CALL_STRIDE_FIRST=2 \
+		FSTX_CALL_STRIDE_FIRST=3 \
 		FSTX_SUITES="test_abi test_ops test_txtext test_rollback test_powerloss \
 		test_large test_journal test_race test_bank test_wal test_itx test_lazy cli.bats" \
 		FSTX_LABEL=asan+ubsan bash test/run.sh $(B)
