@@ -603,6 +603,16 @@ static int moves_one(const struct wname *w)
 	return w->kind == W_MOVE || w->kind == W_SWAP || (w->kind == W_LINK && !w->link_of);
 }
 
+/* names_late(): entry k of nm is t[*j] next (own: its stage is its sbuf;
+ * at: its new index). */
+static void put_at(struct wname *t, size_t *j, char *own, size_t *at,
+		   const struct wname *nm, size_t k)
+{
+	own[*j] = nm[k].stage == nm[k].sbuf;
+	at[k] = *j;
+	t[(*j)++] = nm[k];
+}
+
 /*
  * The entries that go later than their kind's place (the record applies
  * its entries in order): a new directory made at or under a name a
@@ -639,24 +649,15 @@ static int names_late(struct wname *nm, size_t n)
 		return -ENOMEM;
 	}
 	for (size_t k = 0; k < n; k++) {
-		if (!nm[k].late) {
-			own[j] = nm[k].stage == nm[k].sbuf;
-			at[k] = j;
-			t[j++] = nm[k];
-		}
+		if (!nm[k].late)
+			put_at(t, &j, own, at, nm, k);
 		for (size_t m = 0; k == lastmv && m < n; m++) /* W20 */
-			if (nm[m].late && nm[m].kind == W_MKDIR) {
-				own[j] = nm[m].stage == nm[m].sbuf;
-				at[m] = j;
-				t[j++] = nm[m];
-			}
+			if (nm[m].late && nm[m].kind == W_MKDIR)
+				put_at(t, &j, own, at, nm, m);
 	}
 	for (size_t k = 0; k < n; k++) /* W25 */
-		if (nm[k].late && nm[k].kind == W_UNLINK) {
-			own[j] = nm[k].stage == nm[k].sbuf;
-			at[k] = j;
-			t[j++] = nm[k];
-		}
+		if (nm[k].late && nm[k].kind == W_UNLINK)
+			put_at(t, &j, own, at, nm, k);
 	memcpy(nm, t, n * sizeof(*nm));
 	for (size_t k = 0; k < n; k++) {
 		if (own[k])
@@ -673,8 +674,9 @@ static int names_late(struct wname *nm, size_t n)
 /*
  * The name entries of plan P (W1: removals of initial objects, new
  * directories, renames and links of initial objects (W15, W16), new
- * files, new symlinks at their final names, the links of new files
- * (W16), then the rmdirs of directories renames empty (W25)), in that order and each kind in step order, into nm (at most
+ * files, new symlinks at their final names, then the links of new files
+ * (W16)), in that order and each kind in step order, but for what
+ * names_late() moves (W20, W25), into nm (at most
  * P->nsteps); their number.
  */
 size_t fx_w_names_of(struct fstx_domain *d, const struct plan *P,
