@@ -541,14 +541,16 @@ long fx_setgid_group(struct fstx_domain *d, const char *dir)
 
 void fx_take_group(int dfd, const char *name, long gid, int isdir)
 {
+	gid_t g = gid < 0 ? getegid() : (gid_t)gid;
+	mode_t sgid = gid < 0 ? 0 : S_ISGID;
 	struct stat st;
 
-	if (gid < 0 || fx_os.fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+	if (fx_os.fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return;
-	if (st.st_gid != (gid_t)gid && fx_os.fchgrpat(dfd, name, (gid_t)gid) < 0)
+	if (st.st_gid != g && fx_os.fchgrpat(dfd, name, g) < 0)
 		return; /* not a member of that group: left as it is */
-	if (isdir && !(st.st_mode & S_ISGID))
-		fx_os.fchmodat(dfd, name, (st.st_mode & 07777) | S_ISGID);
+	if (isdir && (st.st_mode & S_ISGID) != sgid)
+		fx_os.fchmodat(dfd, name, (st.st_mode & 07777 & ~S_ISGID) | sgid);
 }
 
 int fx_open_owned(struct fstx_domain *d, const char *p, int flags)

@@ -168,7 +168,10 @@ int fx_new_dir_syncable(struct fstx_domain *d, const char *parent, mode_t mode);
  * and symlink(2) give an object made in a setgid directory: its group,
  * and to a directory S_ISGID too.  fx_setgid_group(): the group directory
  * dir passes on (-1 none); fx_take_group(): give it to the staged object
- * name in dfd (best effort: a caller outside that group may not).
+ * name in dfd (best effort: a caller outside that group may not).  And
+ * the reverse: where the staging directory is setgid itself (in a setgid
+ * domain), gid -1 gives the object the caller's group and no S_ISGID,
+ * as a directory that is not setgid would have.
  */
 long fx_setgid_group(struct fstx_domain *d, const char *dir);
 void fx_take_group(int dfd, const char *name, long gid, int isdir);

@@ -1467,5 +1467,12 @@ long fx_new_group(struct fstx_domain *d, const struct plan *P, size_t k, const l
 		if (P->steps[j].kind == FX_ST_MKDIR && j + 1 < P->nsteps &&
 		    P->steps[j + 1].kind == FX_ST_MOVE && !strcmp(P->steps[j + 1].dst, par))
 			return gids[P->steps[j].newid];
-	return fx_setgid_group(d, par_before(P, k, par, par));
+	return fx_tree_group(d, P, k, par);
+}
+
+long fx_tree_group(struct fstx_domain *d, const struct plan *P, size_t k, const char *par)
+{
+	char buf[PATH_MAX];
+
+	return fx_setgid_group(d, par_before(P, k, par, buf));
 }

@@ -99,5 +99,10 @@ const char *fx_new_parent(const struct plan *P, size_t k, char buf[PATH_MAX]);
  * (wal_stage.c) alike.
  */
 long fx_new_group(struct fstx_domain *d, const struct plan *P, size_t k, const long *gids);
+/*
+ * The group a setgid directory of the tree passes on at path par once
+ * steps 0..k-1 ran (looked up where it was before they moved it); -1 none.
+ */
+long fx_tree_group(struct fstx_domain *d, const struct plan *P, size_t k, const char *par);
 
 #endif

@@ -266,7 +266,7 @@ static int prestage(struct fstx_domain *d, struct plan *P)
 {
 	uint64_t *ids = fx_calloc((size_t)P->newid + 1, sizeof(*ids));
 	long *gids = fx_calloc((size_t)P->newid + 1, sizeof(*gids));
-	int r = 0;
+	int r = 0, sg = -1; /* is .fstx/new/ setgid?  (-1: not looked) */
 
 	if (!ids || !gids) {
 		free(ids);
@@ -284,7 +284,9 @@ static int prestage(struct fstx_domain *d, struct plan *P)
 		if ((r = prestage_one(d, s, &ids[s->newid])) < 0)
 			break;
 		/* made in .fstx/new/: the group its directory would give it */
-		if ((gids[s->newid] = fx_new_group(d, P, k, gids)) >= 0 &&
+		if (sg < 0)
+			sg = fx_setgid_group(d, FX_NEW) >= 0;
+		if (((gids[s->newid] = fx_new_group(d, P, k, gids)) >= 0 || sg) &&
 		    (dfd = fx_parent(d, s->dst, &name)) >= 0) {
 			fx_take_group(dfd, name, gids[s->newid], s->kind == FX_ST_MKDIR);
 			fx_os.close(dfd);

@@ -587,6 +587,15 @@
  *      record, and not a removal that took over a rename
  *      (late_declined(); else the undo way).  test_wal names_moved_out,
  *      moved_out_kill.
+ * W26. A new directory the record makes in place (W2: one that holds a
+ *      new directory, or no new file or symlink) takes from the kernel
+ *      the group of the directory at its last name, where mkdir(2) would
+ *      have given it that of the directory it was made in (setgid, or
+ *      the caller's).  A transaction that renames such a directory to
+ *      another parent whose group it gives may differ takes the undo way
+ *      (wal_stage.c group_moves(); a new parent gives the group it took,
+ *      one of the tree its own where setgid).  cli.bats "setgid
+ *      directory".
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to
@@ -1696,7 +1705,10 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		goto out;
 	}
 	fx_w_link_inodes(nm, nnm); /* W16: new files' links, once staged */
-	fx_w_inherit_groups(d, P, nm, nnm);
+	if (fx_w_inherit_groups(d, P, nm, nnm)) {
+		r = 1; /* W26 */
+		goto out;
+	}
 	if ((r = fx_w_final_paths(P, tgt, ino, nm, nnm, fpath, fown)) != 0)
 		goto out; /* 1: a path too long for an entry, the undo way */
 	assert_inodes(d, P, ino);

@@ -338,9 +338,10 @@ const char *fx_w_moved_to(const struct wname *nm, size_t nnm, uint64_t ino);
 void fx_w_unstage(struct fstx_domain *d, struct wname *nm, size_t nnm);
 void fx_w_free_stages(struct wname *nm, size_t cap);
 struct wname *fx_w_name_of_op(struct wname *nm, size_t nnm, size_t op);
-/* W2: the staged objects take the group of their setgid parents. */
-void fx_w_inherit_groups(struct fstx_domain *d, const struct plan *P, struct wname *nm,
-			 size_t nnm);
+/* W2: the staged objects take the group of their setgid parents; 1 where
+ * a new directory made in place would not (W26: the undo way), else 0. */
+int fx_w_inherit_groups(struct fstx_domain *d, const struct plan *P, struct wname *nm,
+			size_t nnm);
 /* W23: would the caller's permissions fail the record after its barrier? */
 int fx_w_perm_declined(struct fstx_domain *d, const struct plan *P,
 		       const struct wname *nm, size_t nnm);

@@ -830,6 +830,27 @@ static int moves_between(const struct plan *P, size_t a, size_t b)
 }
 
 /*
+ * W26: new directory nm[k], made in place at its last name, takes the
+ * group of the directory there, not of par, where it was made (its ggid):
+ * 1 where the two may differ.  A new directory there gives the group it
+ * took (entries before k have theirs, parents first), one of the tree its
+ * own if setgid.
+ */
+static int group_moves(struct fstx_domain *d, const struct plan *P, const char *par,
+		       const struct wname *nm, size_t nnm, size_t k)
+{
+	char end[PATH_MAX];
+
+	fx_dirname(nm[k].path, end);
+	if (!strcmp(par, end))
+		return 0;
+	for (size_t j = 0; j < nnm; j++)
+		if (nm[j].kind == W_MKDIR && nm[j].path && !strcmp(nm[j].path, end))
+			return j > k || nm[j].ggid != nm[k].ggid;
+	return fx_tree_group(d, P, P->nsteps, end) != nm[k].ggid;
+}
+
+/*
  * W2: an object staged in .fstx/wnew/ takes, as mkdir(2), open(2) and
  * symlink(2) would have given it in the directory it was made in, the
  * group of a setgid directory there (a directory S_ISGID too): that of
@@ -838,13 +859,16 @@ static int moves_between(const struct plan *P, size_t a, size_t b)
  * undo way finds it (plan.c fx_new_group(); W_MKDIR entries come first,
  * parents first).  Where it was made, not where it ends: one made in a
  * setgid directory and renamed out keeps the group.  Best effort.
+ * A new directory made in place (not staged) gets the group its last
+ * name's directory gives: W26 declines where that may not be the one.
  */
-void fx_w_inherit_groups(struct fstx_domain *d, const struct plan *P, struct wname *nm,
-			 size_t nnm)
+int fx_w_inherit_groups(struct fstx_domain *d, const struct plan *P, struct wname *nm,
+			size_t nnm)
 {
 	char par[PATH_MAX], last[PATH_MAX] = "";
 	long *gids = fx_calloc((size_t)P->newid + 1, sizeof(*gids)), lastgid = -1;
 	size_t lastk = SIZE_MAX;
+	int declined = 0, sg = -1; /* is .fstx/wnew/ setgid?  (-1: not looked) */
 
 	for (size_t k = 0; k < nnm; k++) {
 		struct wname *w = &nm[k];
@@ -853,8 +877,12 @@ void fx_w_inherit_groups(struct fstx_domain *d, const struct plan *P, struct wna
 
 		w->ggid = -1;
 		if ((w->kind != W_NEWF && w->kind != W_SYMLINK && w->kind != W_MKDIR) ||
-		    !w->path || !gids || !fx_new_parent(P, w->step, par))
+		    !w->path || !fx_new_parent(P, w->step, par))
 			continue;
+		if (!gids) {
+			declined |= w->kind == W_MKDIR && !*w->stage; /* unknown: W26 */
+			continue;
+		}
 		if (lastk != SIZE_MAX && !strcmp(par, last) && !moves_between(P, lastk, w->step)) {
 			w->ggid = lastgid; /* a hundred files in one directory: once */
 		} else {
@@ -864,14 +892,19 @@ void fx_w_inherit_groups(struct fstx_domain *d, const struct plan *P, struct wna
 		}
 		if (w->kind == W_MKDIR)
 			gids[P->steps[w->step].newid] = w->ggid;
-		if (w->ggid < 0 || (w->kind == W_MKDIR && !*w->stage))
-			continue; /* none, or made in place: the kernel's */
-		if ((dfd = fx_parent(d, w->stage, &n)) < 0)
+		if (w->kind == W_MKDIR && !*w->stage) {
+			declined |= group_moves(d, P, par, nm, nnm, k);
+			continue; /* made in place: the kernel's */
+		}
+		if (sg < 0)
+			sg = fx_setgid_group(d, FX_META "/wnew") >= 0;
+		if ((w->ggid < 0 && !sg) || (dfd = fx_parent(d, w->stage, &n)) < 0)
 			continue;
 		fx_take_group(dfd, n, w->ggid, w->kind == W_MKDIR);
 		fx_os.close(dfd);
 	}
 	free(gids);
+	return declined;
 }
 
 /* An open for reading (of a clone's source, W19: staged before the

@@ -564,6 +564,46 @@ T
 	[ "$(stat -c %G "$D/o")" = nogroup ]
 	[ "$(stat -c %G "$D/ol")" = nogroup ]
 	[ "$(stat -c %G "$D/g3/i")" != nogroup ]
+	# a new directory renamed across a setgid directory's edge keeps the
+	# group it was made with, also one made in place (no new file in it)
+	mkdir "$D/od"
+	for t in 'mkdir g3/e1\nrename g3/e1 od/e1\n' 'mkdir g3/e3\nmkdir g3/e3/s\nrename g3/e3 od/e3\n' \
+		 'mkdir od/e2\nrename od/e2 g3/e2\n' 'mkdir od/e4\nmkdir od/e4/s\nrename od/e4 g3/e4\n'; do
+		printf "$t" > "$TX/e.tx"
+		run "$FSTX" run "$D" "$TX/e.tx"
+		[ "$status" -eq 0 ]
+	done
+	for p in od/e1 od/e3 od/e3/s; do
+		[ "$(stat -c %G "$D/$p")" = nogroup ]
+		[ -g "$D/$p" ]
+	done
+	for p in g3/e2 g3/e4 g3/e4/s; do
+		[ "$(stat -c %G "$D/$p")" != nogroup ]
+		[ ! -g "$D/$p" ]
+	done
+}
+
+@test "run: in a setgid domain, new objects in a directory that is not setgid take the caller's group, both ways" {
+	getent group nogroup >/dev/null || skip "no group nogroup"
+	chgrp nogroup "$D"
+	chmod 2775 "$D"
+	mkdir "$D/o"
+	chmod g-s "$D/o"
+	mkdomain # .fstx/ and its staging directories setgid, as the root
+	# the log (a new file, a directory with a file, an empty directory)
+	printf 'write o/f "x"\nmkdir o/d\nwrite o/d/x "1"\nmkdir o/e\nsymlink f o/l\n' > "$TX/a.tx"
+	# the undo way (a trusted.* xattr)
+	printf 'write o/f2 "x"\nmkdir o/d2\nwrite o/d2/y "y"\nmkdir o/e2\nsetxattr o/f2 trusted.t "v"\n' > "$TX/b.tx"
+	run "$FSTX" run "$D" "$TX/a.tx"
+	[ "$status" -eq 0 ]
+	run "$FSTX" run "$D" "$TX/b.tx"
+	[ "$status" -eq 0 ]
+	for p in f d d/x e l f2 d2 d2/y e2; do
+		[ "$(stat -c %g "$D/o/$p")" = "$(id -g)" ]
+	done
+	for p in d e d2 e2; do
+		[ ! -g "$D/o/$p" ]
+	done
 }
 
 @test "option wal: an in-place overwrite commits with one fdatasync; recover checkpoints" {
