@@ -530,6 +530,31 @@ const char *fx_dirname(const char *p, char *buf)
 	return buf;
 }
 
+/*
+ * The epoch: the boot id with the mount's unique id in its last 16
+ * characters.  Within one epoch the page cache holds everything written:
+ * a remount (a forced unmount, a removable or network disk that came
+ * back) gets another id.  Where the kernel has no mount id the boot id
+ * alone is used (fstx(7)).  The log's notes (wal.c W5) and the undo
+ * journal (journal.c rule 5c) trust what was written in this epoch.
+ */
+int fx_epoch_id(struct fstx_domain *d, char id[37])
+{
+	int r = fx_os.boot_id(id);
+
+	if (r < 0)
+		return r;
+	if (!d->mnt_known) {
+		r = fx_os.mount_id(d->root, &d->mnt_id);
+		if (r < 0 && r != -EOPNOTSUPP && r != -EINVAL && r != -ENOSYS)
+			return r;
+		d->mnt_known = r < 0 ? -1 : 1;
+	}
+	if (d->mnt_known > 0)
+		snprintf(id + 20, 17, "%016llx", (unsigned long long)d->mnt_id);
+	return 0;
+}
+
 long fx_setgid_group(struct fstx_domain *d, const char *dir)
 {
 	struct stat st;

@@ -174,6 +174,8 @@ int fx_new_dir_syncable(struct fstx_domain *d, const char *parent, mode_t mode);
  * as a directory that is not setgid would have.
  */
 long fx_setgid_group(struct fstx_domain *d, const char *dir);
+/* The epoch (boot id and mount id) of d's filesystem, 36 chars + NUL. */
+int fx_epoch_id(struct fstx_domain *d, char id[37]);
 void fx_take_group(int dfd, const char *name, long gid, int isdir);
 
 /* ---- journal.c ---- */

@@ -62,7 +62,20 @@
  *     hard-linked object had, which that step, not run either, was to
  *     move; had this step run, that one would have too (test_crash
  *     kill_hard_names; cli.bats "hard links exchanged", where the
- *     rollback of a failed op took such a name away).
+ *     rollback of a failed op took such a name away).  Nor where a
+ *     directory on the way to its destination is not the one the steps
+ *     before it put at that path (way_kept()): the object found there is
+ *     in another directory (test_crash kill_link_under_moved).
+ *  5c. Rule 5a is for power loss alone.  BEGIN names the epoch the
+ *     journal was written in (boot id and mount id, domain.c
+ *     fx_epoch_id()); an undo in that same epoch (a rollback in the
+ *     process that ran the steps, or a recovery after kill -9) finds the
+ *     page cache whole, where every step that ran is below the mark
+ *     (rule 5), and undoes no step above it.  5a's judgement by identity
+ *     cannot tell a step that ran from a name the object had before
+ *     (a hard link under a directory a step moved away and one made
+ *     again at its name: cli.bats "hard link under a directory moved
+ *     away"), so where nothing was lost it is not made.
  *  5b. Below the mark, a MOVE is not reversed when its destination holds
  *     the object of another MOVE of the journal: an undo cut short by
  *     power loss may have made some of its own reversals durable and not
@@ -127,6 +140,12 @@
  *    24   4 CRC-32C              .     8  inode it moves (rule 5a; journals
  *    28   4 padding                       written before it lack the field)
  *
+ *   BEGIN payload
+ *   off len field
+ *     0   8 magic "FSTXJRNL"    16   8 number of ops
+ *     8   4 format version (1)  24  36 epoch (rule 5c; zeros: unknown;
+ *    12   4 0                          journals written before it lack it)
+ *
  * Power-loss model: file data not covered by a barrier may be lost or torn;
  * any subset of the name changes no barrier covered may persist (a
  * barrier on one object makes only that object durable: btrfs's fsync
@@ -150,6 +169,8 @@
 #define J_VERSION 1
 #define J_CHUNK (1u << 20)  /* before-image bytes per DATA record */
 #define J_MAXREC (J_CHUNK + 3 * PATH_MAX + 256)
+#define J_BEGIN_LEN 24 /* BEGIN's payload before the epoch */
+#define J_EPOCH 36     /* the epoch's length (domain.c fx_epoch_id()) */
 
 enum { J_BEGIN = 1, J_STEP, J_SIZE, J_DATA, J_XATTR, J_END, J_COMMIT, J_CLONE };
 
@@ -489,6 +510,7 @@ int fx_journal_write(struct fstx_domain *d, const struct fx_step *steps,
 		     uint64_t nops)
 {
 	struct jw w = { .d = d, .cap = J_CHUNK + 4096 };
+	char epoch[37] = "";
 	unsigned char *chunk;
 	int r;
 
@@ -504,6 +526,9 @@ int fx_journal_write(struct fstx_domain *d, const struct fx_step *steps,
 	put32(&w, J_VERSION);
 	put32(&w, 0);
 	put64(&w, nops);
+	if (fx_epoch_id(d, epoch) < 0)
+		memset(epoch, 0, sizeof(epoch)); /* none: rule 5a always */
+	rec_put(&w, epoch, J_EPOCH);
 	rec_end(&w, J_BEGIN);
 	for (size_t i = 0; i < nsteps; i++) {
 		put32(&w, steps[i].kind);
@@ -627,6 +652,7 @@ struct jr {
 	uint64_t txid;
 	int have_begin;
 	int committed;
+	char epoch[37];        /* its BEGIN's (rule 5c), "" in older journals */
 	struct fx_syncset *ss; /* what the undo changed (rule 6) */
 };
 
@@ -856,13 +882,15 @@ static int journal_scan(struct jr *j)
 			return r;
 		c = (struct cur){ j->buf, h.len, 0, 0 };
 		if (seq == 0) {
-			if (h.type != J_BEGIN || h.len < 24 ||
+			if (h.type != J_BEGIN || h.len < J_BEGIN_LEN ||
 			    memcmp(j->buf, begin_magic, 8))
 				return 0;
 			c.p += 8;
 			c.left -= 8;
 			if (get(&c, 4) != J_VERSION)
 				return -EUCLEAN; /* from a future (or past) format */
+			if (h.len >= J_BEGIN_LEN + J_EPOCH) /* rule 5c */
+				memcpy(j->epoch, j->buf + J_BEGIN_LEN, J_EPOCH);
 			j->txid = h.txid;
 			j->have_begin = 1;
 		} else if (h.type == J_STEP) {
@@ -1197,6 +1225,49 @@ out:
 	return r;
 }
 
+/* Is path p a (at) or a directory above it? */
+static int at_or_above(const char *p, const char *a)
+{
+	size_t n = strlen(p);
+
+	return !strncmp(a, p, n) && (a[n] == '\0' || a[n] == '/');
+}
+
+/*
+ * Rule 5a: is every directory on the way to step k's destination that an
+ * earlier step put there (the last step to move a name at or above that
+ * path put one at it) there now?  1 if so, 0 if another is: the object
+ * found at dst is not in the directory step k would have put it in.
+ */
+static int way_kept(struct fstx_domain *d, const struct jr *j, size_t k)
+{
+	const char *dst = j->steps[k].dst;
+	char a[PATH_MAX];
+
+	for (const char *sl = strchr(dst, '/'); sl; sl = strchr(sl + 1, '/')) {
+		size_t n = (size_t)(sl - dst), i;
+		struct stat st;
+		int r;
+
+		if (n >= sizeof(a))
+			break;
+		memcpy(a, dst, n);
+		a[n] = '\0';
+		for (i = k; i-- > 0;)
+			if (j->steps[i].kind == FX_ST_MOVE &&
+			    (at_or_above(j->steps[i].dst, a) || at_or_above(j->steps[i].src, a)))
+				break;
+		if (i == SIZE_MAX || strcmp(j->steps[i].dst, a) || !j->steps[i].ino)
+			continue; /* the tree's, or moved away last: nothing to say */
+		r = fx_lstat(d, a, &st);
+		if (r < 0 && r != -ENOENT && r != -ENOTDIR)
+			return r;
+		if (r < 0 || (uint64_t)st.st_ino != j->steps[i].ino)
+			return 0;
+	}
+	return 1;
+}
+
 /*
  * Rule 5a: undo a step above the mark if, and only if, its object is at
  * its destination.  Such a step can have happened only where the
@@ -1238,20 +1309,41 @@ static int undo_above(const struct jr *j, size_t k, struct fx_syncset *ss)
 		if (j->steps[i].kind == FX_ST_MOVE && j->steps[i].ino == s->ino &&
 		    !strcmp(j->steps[i].src, s->dst))
 			return 0;
+	/* and not where a directory on the way to dst is not the one the
+	 * steps before it put there: dst is then a name of another
+	 * directory (d/h, a hard link, under the d a step moved away,
+	 * where a new d was to take the step's object; test_crash
+	 * kill_link_under_moved, rebooted) */
+	if ((r = way_kept(d, j, k)) <= 0)
+		return r;
 	return move_back(d, s, &st, ss);
+}
+
+/*
+ * Rule 5c: was the journal written in this epoch (this boot, this mount)?
+ * Then the page cache holds every step that ran and the mark set before
+ * it (rule 5): no step above the mark ran.
+ */
+static int same_epoch(const struct jr *j)
+{
+	char now[37];
+
+	return j->epoch[0] && fx_epoch_id(j->d, now) == 0 &&
+	       !memcmp(now, j->epoch, J_EPOCH);
 }
 
 static int journal_undo(struct jr *j)
 {
-	int r, mark = fx_mark_get(j->d);
+	int r, mark = fx_mark_get(j->d), live;
 
 	if (mark < 0 && mark != -1)
 		return mark;
+	live = mark + 1 < (long)j->nsteps && same_epoch(j);
 	if (mark > 0 && (size_t)mark >= j->nsteps)
 		return -EUCLEAN;
 	if (mark == 0 && !j->nsteps)
 		mark = -1; /* rule 3: changes began, but there are no steps */
-	for (long i = (long)j->nsteps - 1; i > mark; i--)
+	for (long i = (long)j->nsteps - 1; i > mark && !live; i--)
 		if ((r = undo_above(j, (size_t)i, j->ss)) < 0)
 			return r;
 	for (long i = mark; i >= 0; i--)

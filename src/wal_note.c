@@ -14,7 +14,7 @@
  *          0 u64 salt of the log it speaks of    8 u64 END
  *         16 u64 APPLIED
  *         24 36 bytes: the boot id, its last 16 characters the mount's
- *            unique id in hex where the kernel gives one (epoch_id())
+ *            unique id in hex where the kernel gives one (fx_epoch_id())
  *         60 u32 CRC-32C of bytes 0-63, crc 0
  *         64 u32 clean (W8)   68 u32 busy (W4)   72 u64 LAZY (W10)
  *         80 u32 kept (W11)   84 u32 loose (W11)   (64-87: not covered)
@@ -108,30 +108,6 @@ static uint64_t state_off(uint64_t rec)
 	return S_STATE + rec / 32 * 16;
 }
 
-/*
- * W5: the notes are the truth within one mount of one boot.  Their boot
- * field holds the boot id with the mount's unique id in its last 16
- * characters: a remount (a forced unmount, a removable or network disk
- * that came back) gets another id, and the hint is not trusted.  Where
- * the kernel has no mount id the boot id alone is used (fstx(7)).
- */
-static int epoch_id(struct fstx_domain *d, char id[37])
-{
-	int r = fx_os.boot_id(id);
-
-	if (r < 0)
-		return r;
-	if (!d->mnt_known) {
-		r = fx_os.mount_id(d->root, &d->mnt_id);
-		if (r < 0 && r != -EOPNOTSUPP && r != -EINVAL && r != -ENOSYS)
-			return r;
-		d->mnt_known = r < 0 ? -1 : 1;
-	}
-	if (d->mnt_known > 0)
-		snprintf(id + 20, 17, "%016llx", (unsigned long long)d->mnt_id);
-	return 0;
-}
-
 static void hint_fill(struct whint *h, uint64_t salt, uint64_t end,
 		      uint64_t applied, const char *boot)
 {
@@ -148,7 +124,7 @@ int fx_w_hint_write(struct fstx_domain *d)
 {
 	struct whint h;
 	char boot[37];
-	int r = epoch_id(d, boot), fd = fx_w_side_fd(d);
+	int r = fx_epoch_id(d, boot), fd = fx_w_side_fd(d);
 
 	if (r < 0 || fd < 0)
 		return r < 0 ? r : fd;
@@ -200,7 +176,7 @@ static int hint_read(struct fstx_domain *d, struct whint *h)
 		return 0;
 	if (r < 0)
 		return r;
-	if ((e = epoch_id(d, boot)) < 0)
+	if ((e = fx_epoch_id(d, boot)) < 0)
 		return e;
 	return r && h->salt && h->end >= W_START && h->applied >= W_START &&
 	       h->applied <= h->end && !memcmp(h->boot, boot, sizeof(h->boot));

@@ -529,6 +529,25 @@ T
 	[ "$(cat "$D/b")" = B ]
 }
 
+@test "run: a hard link under a directory moved away, then a failure: rolled back whole" {
+	# the undo way (a trusted.* xattr), a failure before the renames run:
+	# the rollback must not take d/h, a name x's inode always had, for the
+	# last rename's, which never ran (journal.c rules 5a, 5c)
+	[ "$(id -u)" -eq 0 ] || skip "trusted.* xattrs need root"
+	mkdir "$D/d"
+	printf 'H\n' > "$D/d/h"
+	ln "$D/d/h" "$D/x"
+	mkdomain
+	setfattr -n trusted.t -v 1 "$D/a" 2>/dev/null || skip "no trusted.* xattrs here"
+	setfattr -x trusted.t "$D/a"
+	before=$(cd "$D" && stat -c '%i %h %n' a d d/h x)
+	printf 'setxattr a trusted.x "v"\nrename nothere ln\nrename d d2\nmkdir d\nrename x d/h\n' > "$TX/h.tx"
+	run "$FSTX" run "$D" "$TX/h.tx"
+	[ "$status" -eq 1 ]
+	[ "$(cd "$D" && stat -c '%i %h %n' a d d/h x)" = "$before" ]
+	[ ! -e "$D/d2" ]
+}
+
 @test "run: new objects in a setgid directory take its group, both ways" {
 	getent group nogroup >/dev/null || skip "no group nogroup"
 	mkdir "$D/g"
