@@ -132,9 +132,10 @@ static void states(size_t c, char **before, char **after)
 }
 
 /* Transaction tx (corpus c, for messages) killed before and after each of
- * its OS calls, and crash-only before each; recovered, some recoveries
- * killed too: before or after. */
-static void sweep_one(const char *tx, size_t c, struct tally *tl, long *rec)
+ * its OS calls, and crash-only before each (modes: 3, or 1 for kills
+ * before each call only); recovered, some recoveries killed too: before
+ * or after. */
+static void sweep_modes(const char *tx, size_t c, struct tally *tl, long *rec, int modes)
 {
 	struct tally t = *tl;
 	long rec_points = *rec;
@@ -147,7 +148,7 @@ static void sweep_one(const char *tx, size_t c, struct tally *tl, long *rec)
 		sprintf(nosync, "option crash-only\n%s", tx);
 		states_of(tx, &before, &after);
 		t.tx++;
-		for (int m = 0; m < 3; m++) {
+		for (int m = 0; m < modes; m++) {
 			enum fo_mode mode = m == 1 ? FO_KILL_AFTER : FO_KILL_BEFORE;
 			const char *text = m == 2 ? nosync : tx;
 			long n = count_calls(text);
@@ -191,6 +192,11 @@ static void sweep_one(const char *tx, size_t c, struct tally *tl, long *rec)
 	*rec = rec_points;
 }
 
+static void sweep_one(const char *tx, size_t c, struct tally *tl, long *rec)
+{
+	sweep_modes(tx, c, tl, rec, 3);
+}
+
 static void kill_every_call(void **state)
 {
 	struct tally t = { 0 };
@@ -205,6 +211,29 @@ static void kill_every_call(void **state)
 }
 
 /*
+ * Hand-written transactions tx[0..n) on the tree plus extra (NULL: none),
+ * killed before and after each OS call and crash-only (where the whole
+ * corpus runs: make crashtest; else tx[0..light), killed before each
+ * call), each recovered in the same epoch and then as after a reboot
+ * (journal.c rule 5c, then 5a).
+ */
+static void sweep_hand(const char *const *tx, size_t n, size_t light,
+		       void (*extra)(const char *d), const char *what)
+{
+	int whole = corpus_count() == NFIXED + NGEN;
+	struct tally t = { 0 };
+	long rec_points = 0;
+
+	tree_extra = extra;
+	for (rebooted = 0; rebooted < 2; rebooted++)
+		for (size_t c = 0; c < (whole ? n : light); c++)
+			sweep_modes(tx[c], c, &t, &rec_points, whole ? 3 : 1);
+	rebooted = 0;
+	tree_extra = NULL;
+	printf("kill, %s: %ld tx, %ld crash points, 0 torn\n", what, t.tx, t.points);
+}
+
+/*
  * Renames among the names of one hard-linked file (b and hard) take the
  * undo way; killed part way, its undo must not take a name the file had
  * before for one a later rename gave it (journal.c rule 5a).
@@ -216,13 +245,9 @@ static void kill_hard_names(void **state)
 		"rename hard t9\nrename b hard\nrename t9 b\nopen 0 b O_WRONLY\n"
 		"pwrite 0 \"w\" 0\n",
 	};
-	struct tally t = { 0 };
-	long rec_points = 0;
 
 	(void)state;
-	for (size_t c = 0; c < sizeof(tx) / sizeof(tx[0]); c++)
-		sweep_one(tx[c], c, &t, &rec_points);
-	printf("kill, names of one file: %ld tx, %ld crash points, 0 torn\n", t.tx, t.points);
+	sweep_hand(tx, 2, 2, NULL, "names of one file");
 }
 
 /* d/h, another name of b, in a directory the transaction moves away. */
@@ -243,8 +268,7 @@ static void link_in_d(const char *d)
  * before the rename ran, the old d/h holds the inode at the step's
  * destination: its undo must leave it (journal.c rule 5a judged it ran,
  * and moved d/h away; after a kill, rule 5c; after a reboot, the
- * directory on the way is not the step's).  Recovered in the same
- * epoch, then as after a reboot.
+ * directory on the way is not the step's).
  */
 static void kill_link_under_moved(void **state)
 {
@@ -252,18 +276,9 @@ static void kill_link_under_moved(void **state)
 		"rename d d2\nmkdir d\nrename b d/h\n",
 		"rename d d2\nmkdir d\nmkdir d/x\nrename d d3\nmkdir d\nrename hard d/h\n",
 	};
-	struct tally t = { 0 };
-	long rec_points = 0;
 
 	(void)state;
-	tree_extra = link_in_d;
-	for (rebooted = 0; rebooted < 2; rebooted++)
-		for (size_t c = 0; c < sizeof(tx) / sizeof(tx[0]); c++)
-			sweep_one(tx[c], c, &t, &rec_points);
-	rebooted = 0;
-	tree_extra = NULL;
-	printf("kill, a link under a moved directory: %ld tx, %ld crash points, 0 torn\n",
-	       t.tx, t.points);
+	sweep_hand(tx, 2, 1, link_in_d, "a link under a moved directory");
 }
 
 /* kill -9 from outside at random moments. */
