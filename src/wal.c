@@ -388,8 +388,7 @@
  *      file first (W5), then the link; a link name still on the inode of
  *      a file that replay had to make again (its staged name and first
  *      name lost) is linked again to the file made.  A new file left with
- *      no name takes the undo way.  test_wal new_file_linked, corpus tx
- *      19.
+ *      no name: W27.  test_wal new_file_linked, corpus tx 19.
  * W17. Removals of a name of a file or symlink that has other names are
  *      removals like any other (W1, W2: the name goes to .fstx/wnew/ after
  *      the barrier, replay moves it there when it still holds the inode),
@@ -596,6 +595,15 @@
  *      (wal_stage.c group_moves(); a new parent gives the group it took,
  *      one of the tree its own where setgid).  cli.bats "setgid
  *      directory".
+ * W27. A new file that the transaction leaves with no name (a rename
+ *      takes its name, or an unlink removes it: replace of a file made
+ *      earlier in the same transaction) has no entry, and neither have
+ *      its ops: it is made unnamed in .fstx/wnew/ (O_TMPFILE,
+ *      wal_stage.c fx_w_stage_tmp()), its ops run on it before the
+ *      barrier (W3) with their results, and it goes when its descriptor
+ *      closes; nothing after the barrier or in replay knows of it
+ *      (fx_w_nowhere).  Where the filesystem refuses O_TMPFILE, the undo
+ *      way.  test_wal new_file_nameless, corpus tx 12.
  *
  * The undo journal and this log are never both live: a transaction of the
  * undo way checkpoints the log first, and the log is only appended to
@@ -1113,14 +1121,16 @@ static int open_targets(struct fstx_domain *d, const struct plan *P,
 		case BTRFS_IOC_UT_OP_OPEN:
 			slot_op[op->args[3]] = (int)i;
 			if (po->create) {
-				if (!(w = fx_w_name_of_op(nm, nnm, i)))
-					return -ESTALE;
-				if ((fd = fx_w_stage_file(d, nm, w)) < 0)
+				uint64_t sino;
+
+				/* W27: one left with no name, unnamed */
+				w = fx_w_name_of_op(nm, nnm, i);
+				if ((fd = w ? fx_w_stage_file(d, nm, w) : fx_w_stage_tmp(d, &sino)) < 0)
 					return fd;
 				F->fd[i] = fd;
 				F->flags[i] = O_WRONLY;
 				F->own[i] = 1;
-				ino[i] = w->ino;
+				ino[i] = w ? w->ino : sino;
 				if ((op->args[1] & O_ACCMODE) != O_RDONLY)
 					last = (long)i;
 				continue;

@@ -330,6 +330,9 @@ int fx_w_move_declined(struct fstx_domain *d, const struct plan *P, struct wname
  * under its old name (in buf). */
 const char *fx_w_now_at(const struct wname *nm, size_t nnm, const char *path,
 			size_t step, char buf[PATH_MAX]);
+/* The final path of each op's object (fpath[i], NULL: the path it names;
+ * fx_w_nowhere: a new file left with no name, W27, whose ops get no entry). */
+extern const char fx_w_nowhere[];
 int fx_w_final_paths(const struct plan *P, const int *tgt, const uint64_t *ino,
 		     const struct wname *nm, size_t nnm, const char **fpath, char **own);
 /* W15: the final path of moved inode ino, or NULL. */
@@ -338,6 +341,7 @@ const char *fx_w_moved_to(const struct wname *nm, size_t nnm, uint64_t ino);
 void fx_w_unstage(struct fstx_domain *d, struct wname *nm, size_t nnm);
 void fx_w_free_stages(struct wname *nm, size_t cap);
 struct wname *fx_w_name_of_op(struct wname *nm, size_t nnm, size_t op);
+int fx_w_stage_tmp(struct fstx_domain *d, uint64_t *ino);
 /* W2: the staged objects take the group of their setgid parents; 1 where
  * a new directory made in place would not (W26: the undo way), else 0. */
 int fx_w_inherit_groups(struct fstx_domain *d, const struct plan *P, struct wname *nm,

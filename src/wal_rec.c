@@ -971,7 +971,7 @@ static int entry_of(const struct plan *P, size_t i, const int *tgt,
 
 	memset(e, 0, sizeof(*e));
 	*name = NULL;
-	if ((cl && cl[i].whole) || fx_pop_dead(P, i))
+	if ((cl && cl[i].whole) || fx_pop_dead(P, i) || fpath[i] == fx_w_nowhere)
 		return 0; /* W22: made whole before the record; or predicted
 			   * to fail: nothing runs */
 	switch (op->op) {

@@ -208,11 +208,13 @@ static size_t names_made(struct fstx_domain *d, const struct plan *P, const stru
 			continue;
 		size_t last = s->newid > 0 && s->newid <= P->newid ? X->first[s->newid] : SIZE_MAX;
 
+		if (last == SIZE_MAX && kind != FX_ST_MKDIR && s->newid > 0)
+			continue; /* W27: left with no name, nothing to name */
 		nm[n] = (struct wname){ .kind = kind == FX_ST_MKDIR ? W_MKDIR :
 						kind == FX_ST_SYMLINK ? W_SYMLINK : W_NEWF,
 					.mode = s->mode, .op = s->op, .dir = -1,
 					.target = s->aux };
-		if (last != SIZE_MAX) /* NULL (no name) declines, wal.c */
+		if (last != SIZE_MAX) /* NULL (a directory, no name) declines, wal.c */
 			nm[n].path = rebased(P, X, last, &nm[n]);
 		nm[n].stage = nm[n].sbuf; /* "" for a directory made in place */
 		nm[n].sfd = -1;
@@ -1196,6 +1198,23 @@ int fx_w_stage_file(struct fstx_domain *d, const struct wname *nm, struct wname 
 	return stage_open(d, w->stage, sfd, rel, O_WRONLY, w->mode, &w->ino);
 }
 
+/* W27: a new file left with no name, made unnamed (O_TMPFILE) in
+ * .fstx/wnew/: its ops run on it before the barrier, and go with it. */
+int fx_w_stage_tmp(struct fstx_domain *d, uint64_t *ino)
+{
+	struct stat st;
+	int fd = fx_open(d, FX_META "/wnew", O_TMPFILE | O_WRONLY, 0600), r;
+
+	if (fd < 0)
+		return fd;
+	if ((r = fx_os.fstat(fd, &st)) < 0) {
+		fx_os.close(fd);
+		return r;
+	}
+	*ino = (uint64_t)st.st_ino;
+	return fd;
+}
+
 /*
  * The staged symlinks (W2): made before the record, like new files, so
  * that it knows their inodes.  One left there is garbage, as above.
@@ -1644,12 +1663,17 @@ const char *fx_w_now_at(const struct wname *nm, size_t nnm, const char *path,
  * under its old name, under the new one (W20: allocated into own[i]).
  * 0, 1 if such a path would reach PATH_MAX (the undo way), -ENOMEM.
  */
+const char fx_w_nowhere[] = "";
+
 int fx_w_final_paths(const struct plan *P, const int *tgt, const uint64_t *ino,
 		     const struct wname *nm, size_t nnm, const char **fpath, char **own)
 {
 	for (size_t k = 0; k < nnm; k++)
 		if (nm[k].kind == W_NEWF)
 			fpath[nm[k].op] = nm[k].path;
+	for (size_t i = 0; i < P->nops; i++) /* W27: no name, no entry */
+		if (P->pops[i].create && !fpath[i])
+			fpath[i] = fx_w_nowhere;
 	for (size_t i = 0; i < P->nops; i++) {
 		uint32_t op = (uint32_t)P->ops[i].op;
 		const char *p;

@@ -2720,6 +2720,35 @@ static void new_file_linked(void **state)
 	free(want);
 }
 
+static void kill_sweep(const char *const *tx, int ntx, const char *what, int one_each);
+
+/*
+ * W27: a new file left with no name (a rename over it, an unlink of it,
+ * also with an xattr and a truncate, also a replace of a file the
+ * transaction made in a new directory) rides the log: one barrier, the
+ * undo way's tree, replay after another boot the same, nothing of it in
+ * .fstx/wnew/; killed before or after every OS call, 0 torn.  (It took
+ * the undo way.)
+ */
+static void new_file_nameless(void **state)
+{
+	static const char *const tx[] = {
+		"open 0 n O_WRONLY|O_CREAT\npwrite 0 \"first\" 0\nwrite t \"second\"\n"
+		"rename t n\n",
+		"open 0 g O_RDWR|O_CREAT\npwrite 0 \"gone\" 0\nsetxattr g user.a \"1\"\n"
+		"truncate g 2\nunlink g\nwrite m \"kept\"\n",
+		"mkdir imp\nwrite imp/x \"one\"\nreplace imp/x \"two\"\nsymlink imp ln replace\n",
+	};
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(tx) / sizeof(tx[0]); k++) {
+		char *want = logged_as_undo(tx[k]);
+
+		free(want);
+	}
+	kill_sweep(tx, 3, "a new file with no name", 1);
+}
+
 /*
  * A lazy transaction whose xattr op must find the xattr as it needs
  * (a removal, create or replace) reads the tree, as a compare op does:
@@ -4769,6 +4798,7 @@ int main(void)
 		cmocka_unit_test(fail_fast),
 		cmocka_unit_test(dead_xattr_conflict),
 		cmocka_unit_test(new_file_linked),
+		cmocka_unit_test(new_file_nameless),
 		cmocka_unit_test(big_logged),
 		cmocka_unit_test(lazy_xattr_reads),
 		cmocka_unit_test(clone_log),
