@@ -471,10 +471,11 @@
  *
  * W21. An exchange (rename with RENAME_EXCHANGE, which the plan makes as
  *      three moves through .fstx/new/, fx_wal_swap_at()) of two files or
- *      symlinks of the tree in one directory is one name entry (kind 12:
- *      the path, the inode there before, the other path in the name
- *      field, the other inode in a): one directory's change, which power
- *      loss keeps or loses whole.  No other name entry or op of the
+ *      symlinks of the tree, in one directory or in two, is one name
+ *      entry (kind 12: the path, the inode there before, the other path
+ *      in the name field, the other inode in a): one rename(2), which
+ *      power loss keeps or loses whole; the checkpoint fsyncs both
+ *      directories (W_OBJ_SRC).  No other name entry or op of the
  *      transaction names either object or either name (wal_stage.c
  *      swap_declined()), and a record of the log that names either
  *      object makes the transaction checkpoint first (moves_first(), as
@@ -486,10 +487,11 @@
  *      records after it know the paths the exchange leaves; their ".."
  *      does not change.  Replay: exchanged when the names hold the objects as
  *      before, done when each holds the object it gets or that object is
- *      gone (a later record removes it), else -ESTALE.  Exchanges across
- *      directories or of a file with a directory take the undo way,
- *      unless the transaction removes one of the two (W24).
- *      test_wal names_exchange.
+ *      gone (a later record removes it), else -ESTALE.  Exchanges of
+ *      directories across directories (their ".." changes) or of a file
+ *      with a directory take the undo way, unless the transaction removes
+ *      one of the two (W24).  test_wal names_exchange, test_powerloss
+ *      power_loss_wal.
  *
  * W22. Large new files are written whole before the record, not logged.
  *      When a durable transaction's data to log (W1) passes fx_wal_large,

@@ -74,8 +74,10 @@ static inline unsigned w_objects(uint32_t kind, uint32_t nlen, uint64_t a)
 		return W_OBJ_FILE;
 	if (kind == W_MOVE) /* a directory too: its ".." changes (W20) */
 		return W_OBJ_PARENT | W_OBJ_SRC | (a == S_IFDIR ? W_OBJ_FILE : 0);
-	if (kind == W_LINK || kind == W_SWAP) /* names in one directory */
+	if (kind == W_LINK) /* a name in one directory */
 		return W_OBJ_PARENT;
+	if (kind == W_SWAP) /* names in one directory or two (W21) */
+		return W_OBJ_PARENT | W_OBJ_SRC;
 	return W_OBJ_PARENT | (kind == W_MKDIR ? W_OBJ_FILE : 0) |
 	       (nlen ? W_OBJ_WNEW : 0);
 }

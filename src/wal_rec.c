@@ -492,7 +492,7 @@ static int move_apply(struct fstx_domain *d, const char *path, const char *src,
 
 /*
  * W21: objects ino (at path before) and ino2 (at other before) exchange
- * their names in one directory.  Exchanged when path holds ino and other
+ * their names (in one directory, or two for files).  Exchanged when path holds ino and other
  * ino2; else done when each name holds the object it gets, or that object
  * is gone (a later record removes it, and may have put another there);
  * else -ESTALE.  rd: lstat(path)'s result, in *st.

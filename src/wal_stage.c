@@ -1048,7 +1048,8 @@ static int names_locked(struct fstx_domain *d, const struct wname *w, char last[
 		       attr_locked(d, fx_dirname(w->path, buf));
 	case W_SWAP:
 		return attr_locked(d, w->path) || attr_locked(d, w->stage) ||
-		       attr_locked(d, fx_dirname(w->path, buf));
+		       attr_locked(d, fx_dirname(w->path, buf)) ||
+		       attr_locked(d, fx_dirname(w->stage, buf));
 	default: /* a new name: an append-only directory takes it */
 		if (!w->path || !strcmp(fx_dirname(w->path, buf), last))
 			return 0;
@@ -1099,7 +1100,8 @@ int fx_w_perm_declined(struct fstx_domain *d, const struct plan *P,
 		if (w->kind == W_MKDIR && /* fsynced at the checkpoint */
 		    fx_new_dir_syncable(d, fx_dirname(w->path, buf), w->mode))
 			return 1;
-		if (w->kind == W_MOVE && parent_refused(d, nm, nnm, w->stage, last))
+		if ((w->kind == W_MOVE || w->kind == W_SWAP) &&
+		    parent_refused(d, nm, nnm, w->stage, last))
 			return 1;
 		if (w->via && parent_refused(d, nm, nnm, w->via, last))
 			return 1; /* a rename it took over went there (W24) */
@@ -1122,6 +1124,9 @@ int fx_w_perm_declined(struct fstx_domain *d, const struct plan *P,
 			continue;
 		fx_dirname(nm[k].kind == W_MOVE ? nm[k].stage : nm[k].path, dir);
 		if (fx_lstat(d, dir, &st) < 0 || (st.st_mode & S_ISVTX))
+			return 1;
+		if (nm[k].kind == W_SWAP && (fx_lstat(d, fx_dirname(nm[k].stage, dir), &st) < 0 ||
+					     (st.st_mode & S_ISVTX)))
 			return 1;
 		if (nm[k].via && (fx_lstat(d, fx_dirname(nm[k].via, dir), &st) < 0 ||
 				  (st.st_mode & S_ISVTX)))
@@ -1471,7 +1476,7 @@ static int is_file(const struct stat *st)
 
 /*
  * W21: an exchange the log takes is of two files or symlinks of the tree
- * in one directory (one directory's change, whatever persists), that no
+ * (in one directory or two: one rename(2), whatever persists), that no
  * other name entry or op of the transaction names by inode or by either
  * name; or of two directories of the tree in one directory, alone as
  * W20's rename is (no other name entry or op at or under either name;
@@ -1484,12 +1489,12 @@ static int swap_declined(struct fstx_domain *d, const struct plan *P, const stru
 	struct stat a, b;
 
 	if (strlen(m->stage) > W_NAME_MAX || in_meta(m->path) || in_meta(m->stage) ||
-	    !same_dir(m->path, m->stage) || fx_lstat(d, m->path, &a) < 0 ||
+	    fx_lstat(d, m->path, &a) < 0 ||
 	    fx_lstat(d, m->stage, &b) < 0 || (uint64_t)a.st_ino != m->ino ||
 	    (uint64_t)b.st_ino != m->ino2)
 		return 1;
-	if (S_ISDIR(a.st_mode) && S_ISDIR(b.st_mode))
-		return dir_move_declined(P, nm, nnm, k);
+	if (S_ISDIR(a.st_mode) && S_ISDIR(b.st_mode)) /* their ".." stays */
+		return !same_dir(m->path, m->stage) || dir_move_declined(P, nm, nnm, k);
 	if (!is_file(&a) || !is_file(&b))
 		return 1; /* a file with a directory: the undo way */
 	for (size_t j = 0; j < nnm; j++) {

@@ -899,7 +899,9 @@ static void power_loss(void **state)
 /*
  * The write-ahead log (option wal): the record's barrier is the commit
  * point; in-place changes after it may be lost or torn, and recovery after
- * the "reboot" (another boot id) replays every record.
+ * the "reboot" (another boot id) replays every record.  The third
+ * exchanges two files across directories (W21), which the checkpoint
+ * makes durable by both directories.
  */
 static const char *const wal_tx[] = {
 	"option wal\nopen 0 a O_WRONLY\npwrite 0 \"A\" 0\nsetxattr a user.v \"1\"\n"
@@ -908,16 +910,17 @@ static const char *const wal_tx[] = {
 	"open 3 big O_WRONLY\npwrite 3 \"BIG\" 10000\nsetxattr big user.v \"4\"\n",
 	"option wal\ntruncate big 600\nopen 0 big O_RDWR\npwrite 0 \"tail\" 900\n"
 	"truncate a 2\nopen 1 a O_WRONLY\npwrite 1 \"xyz\" 7\nassert-exists d/c\n",
+	"rename a d/c exchange\nopen 0 b O_WRONLY\npwrite 0 \"X\" 0\n",
 };
 
 static void power_loss_wal(void **state)
 {
-	char *tx[2];
+	char *tx[3];
 
 	(void)state;
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 3; i++)
 		tx[i] = (char *)wal_tx[i];
-	pl_run(tx, 2, "power-loss wal");
+	pl_run(tx, 3, "power-loss wal");
 }
 
 /*
@@ -1024,6 +1027,9 @@ static const char *const debt_tx[] = {
 	 * names it moved to and from .fstx/wnew/ stay */
 	"open 0 d/new2 O_WRONLY|O_CREAT\npwrite 0 \"q\" 0\nunlink old\n"
 	"---\n#checkpoint\n",
+	/* the same with an exchange across two directories (W21): the
+	 * checkpoint makes both durable */
+	"rename a d/c exchange\n---\n#checkpoint\n",
 	/* both, then a durable commit of the undo way (an exchange takes
 	 * it) */
 	"option crash-only\nrename d/e empty exchange\n---\n"

@@ -3012,14 +3012,15 @@ static void swap_rel(const char *d, const char *from, const char *to)
 }
 
 /*
- * W21: exchanges of two files or symlinks, or of two directories, in one
- * directory ride the log: one barrier, the undo way's tree, replay twice
- * the same with the exchange kept or lost, or with both files removed by
- * a later record, or with a later record writing a file under an
- * exchanged directory's new name.  One of files a record names, or of
- * directories while the log holds any record, checkpoints first; one
- * beside another op on either name (or under it), across two directories,
- * or of a file with a directory, takes the undo way.
+ * W21: exchanges of two files or symlinks (in one directory or across
+ * two), or of two directories in one directory, ride the log: one
+ * barrier, the undo way's tree, replay twice the same with the exchange
+ * kept or lost, or with both files removed by a later record, or with a
+ * later record writing a file under an exchanged directory's new name.
+ * One of files a record names, or of directories while the log holds any
+ * record, checkpoints first; one beside another op on either name (or
+ * under it), of two directories across two directories, or of a file
+ * with a directory, takes the undo way.
  */
 static void names_exchange(void **state)
 {
@@ -3027,19 +3028,23 @@ static void names_exchange(void **state)
 		"rename a b exchange\nopen 0 d/c O_WRONLY\npwrite 0 \"y\" 0\n",
 		"rename ln old exchange\n",
 		"rename d empty exchange\nopen 0 a O_WRONLY\npwrite 0 \"w\" 0\n",
+		"rename a d/c exchange\n",
+		"rename d/e/f ln exchange\nopen 0 b O_WRONLY\npwrite 0 \"v\" 0\n",
 	};
-	static const char *const pair[][2] = { { "a", "b" }, { "ln", "old" }, { "d", "empty" } };
+	static const char *const pair[][2] = { { "a", "b" }, { "ln", "old" }, { "d", "empty" },
+					       { "a", "d/c" }, { "d/e/f", "ln" } };
 	static const char *const undo[] = {
 		"rename a b exchange\nopen 0 a O_WRONLY\npwrite 0 \"z\" 0\n",
-		"rename a d/c exchange\n",
+		"rename d/e empty exchange\n",
 		"rename d empty exchange\nopen 0 empty/c O_WRONLY\npwrite 0 \"z\" 0\n",
 		"rename a empty exchange\n",
+		"rename a d/c exchange\nopen 0 d/c O_WRONLY\npwrite 0 \"z\" 0\n",
 	};
 	unsigned long long salt;
 	char *d;
 
 	(void)state;
-	for (size_t k = 0; k < 3; k++) /* power loss kept no exchange */
+	for (size_t k = 0; k < 5; k++) /* power loss kept no exchange */
 		lost_then_replayed(tx[k], swap_rel, pair[k][0], pair[k][1]);
 	/* a later record writes under the new name: replay in order */
 	d = log_one_barrier("rename d empty exchange\n");
@@ -3061,7 +3066,7 @@ static void names_exchange(void **state)
 	assert_int_equal(tx_text(d, "rename a b exchange\n", NULL), 0);
 	assert_true(wal_salt(d) != salt); /* checkpointed first */
 	replays_as_is(d);
-	for (size_t k = 0; k < 4; k++) {
+	for (size_t k = 0; k < 5; k++) {
 		d = t_fresh();
 		assert_int_equal(tx_text(d, undo[k], NULL), 0);
 		assert_int_equal(wal_end_dir(d), 1024); /* the undo way: no record */
