@@ -1459,15 +1459,20 @@ const char *fx_new_parent(const struct plan *P, size_t k, char buf[PATH_MAX])
 
 long fx_new_group(struct fstx_domain *d, const struct plan *P, size_t k, const long *gids)
 {
-	char par[PATH_MAX];
+	char par[PATH_MAX], buf[PATH_MAX];
+	const char *p;
 
 	if (!fx_new_parent(P, k, par))
 		return -1;
+	/* the directory there then: of the tree, or a new one by the name
+	 * it was made under in .fstx/new/ (whatever renamed it since, and
+	 * not one that has left that name for another to take) */
+	p = par_before(P, k, par, buf);
 	for (size_t j = 0; j < k; j++)
-		if (P->steps[j].kind == FX_ST_MKDIR && j + 1 < P->nsteps &&
-		    P->steps[j + 1].kind == FX_ST_MOVE && !strcmp(P->steps[j + 1].dst, par))
-			return gids[P->steps[j].newid];
-	return fx_tree_group(d, P, k, par);
+		if (P->steps[j].kind == FX_ST_MKDIR && !strcmp(P->steps[j].dst, p))
+			return P->steps[j].newid > 0 && P->steps[j].newid <= P->newid ?
+			       gids[P->steps[j].newid] : -1;
+	return fx_setgid_group(d, p);
 }
 
 long fx_tree_group(struct fstx_domain *d, const struct plan *P, size_t k, const char *par)

@@ -95,8 +95,8 @@ const char *fx_new_parent(const struct plan *P, size_t k, char buf[PATH_MAX]);
  * The group a setgid directory passes on to step k's new object, made in
  * fx_new_parent(): of the tree, where the steps before it had put that
  * directory, or of a new directory made before it (gids[], per new
- * object's newid; -1 none).  The undo way (trans.c) and the log
- * (wal_stage.c) alike.
+ * object's newid, filled in step order; -1 none).  The undo way
+ * (trans.c) and the log (wal_stage.c) alike.
  */
 long fx_new_group(struct fstx_domain *d, const struct plan *P, size_t k, const long *gids);
 /*

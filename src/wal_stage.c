@@ -835,8 +835,8 @@ static int moves_between(const struct plan *P, size_t a, size_t b)
  * W26: new directory nm[k], made in place at its last name, takes the
  * group of the directory there, not of par, where it was made (its ggid):
  * 1 where the two may differ.  A new directory there gives the group it
- * took (entries before k have theirs, parents first), one of the tree its
- * own if setgid.
+ * took (every W_MKDIR entry has its ggid), one of the tree its own if
+ * setgid.
  */
 static int group_moves(struct fstx_domain *d, const struct plan *P, const char *par,
 		       const struct wname *nm, size_t nnm, size_t k)
@@ -848,7 +848,7 @@ static int group_moves(struct fstx_domain *d, const struct plan *P, const char *
 		return 0;
 	for (size_t j = 0; j < nnm; j++)
 		if (nm[j].kind == W_MKDIR && nm[j].path && !strcmp(nm[j].path, end))
-			return j > k || nm[j].ggid != nm[k].ggid;
+			return nm[j].ggid != nm[k].ggid;
 	return fx_tree_group(d, P, P->nsteps, end) != nm[k].ggid;
 }
 
@@ -872,12 +872,22 @@ int fx_w_inherit_groups(struct fstx_domain *d, const struct plan *P, struct wnam
 	size_t lastk = SIZE_MAX;
 	int declined = 0, sg = -1; /* is .fstx/wnew/ setgid?  (-1: not looked) */
 
+	/* the new directories' groups in step order, where each one's parent
+	 * has its group before it (nm holds them parents last-name first) */
+	for (size_t k = 0; gids && k <= (size_t)P->newid; k++)
+		gids[k] = -1;
+	for (size_t k = 0; gids && k < P->nsteps; k++)
+		if (P->steps[k].kind == FX_ST_MKDIR && P->steps[k].newid > 0 &&
+		    P->steps[k].newid <= P->newid)
+			gids[P->steps[k].newid] = fx_new_group(d, P, k, gids);
+	for (size_t k = 0; k < nnm; k++)
+		nm[k].ggid = gids && nm[k].kind == W_MKDIR && nm[k].path ?
+			     gids[P->steps[nm[k].step].newid] : -1;
 	for (size_t k = 0; k < nnm; k++) {
 		struct wname *w = &nm[k];
 		const char *n;
 		int dfd;
 
-		w->ggid = -1;
 		if ((w->kind != W_NEWF && w->kind != W_SYMLINK && w->kind != W_MKDIR) ||
 		    !w->path || !fx_new_parent(P, w->step, par))
 			continue;
@@ -885,15 +895,16 @@ int fx_w_inherit_groups(struct fstx_domain *d, const struct plan *P, struct wnam
 			declined |= w->kind == W_MKDIR && !*w->stage; /* unknown: W26 */
 			continue;
 		}
-		if (lastk != SIZE_MAX && !strcmp(par, last) && !moves_between(P, lastk, w->step)) {
+		if (w->kind == W_MKDIR) {
+			/* its group above */
+		} else if (lastk != SIZE_MAX && !strcmp(par, last) &&
+			   !moves_between(P, lastk, w->step)) {
 			w->ggid = lastgid; /* a hundred files in one directory: once */
 		} else {
 			w->ggid = lastgid = fx_new_group(d, P, w->step, gids);
 			memcpy(last, par, strlen(par) + 1);
 			lastk = w->step;
 		}
-		if (w->kind == W_MKDIR)
-			gids[P->steps[w->step].newid] = w->ggid;
 		if (w->kind == W_MKDIR && !*w->stage) {
 			declined |= group_moves(d, P, par, nm, nnm, k);
 			continue; /* made in place: the kernel's */

@@ -600,6 +600,21 @@ T
 		[ "$(stat -c %G "$D/$p")" != nogroup ]
 		[ ! -g "$D/$p" ]
 	done
+	# made in a new directory after its rename; where another directory
+	# took the name a new one left; a new directory made in another,
+	# moved up (no setgid on its way)
+	printf 'mkdir g3/n1\nrename g3/n1 g3/n2\nsymlink tgt g3/n2/n3\nwrite g3/n2/n4 "x"\n' > "$TX/f.tx"
+	printf 'mkdir m1\nrename m1 od/x\nrename g3 m1\nwrite m1/f5 "x"\n' > "$TX/g.tx"
+	printf 'mkdir od/q1\nmkdir od/q1/q2\nwrite od/q1/q2/f "x"\nrename od/q1/q2 od/q3\n' > "$TX/h.tx"
+	for t in f g h; do
+		run "$FSTX" run "$D" "$TX/$t.tx"
+		[ "$status" -eq 0 ]
+	done
+	for p in m1/n2/n3 m1/n2/n4 m1/f5; do
+		[ "$(stat -c %G "$D/$p")" = nogroup ]
+	done
+	[ "$(stat -c %G "$D/od/q3")" != nogroup ]
+	[ ! -g "$D/od/q3" ]
 }
 
 @test "run: in a setgid domain, new objects in a directory that is not setgid take the caller's group, both ways" {
