@@ -135,7 +135,8 @@ static void states(size_t c, char **before, char **after)
  * its OS calls, and crash-only before each (modes: 3, or 1 for kills
  * before each call only); recovered, some recoveries killed too: before
  * or after. */
-static void sweep_modes(const char *tx, size_t c, struct tally *tl, long *rec, int modes)
+static void sweep_modes(const char *tx, size_t c, struct tally *tl, long *rec, int modes,
+			long stride)
 {
 	struct tally t = *tl;
 	long rec_points = *rec;
@@ -153,7 +154,7 @@ static void sweep_modes(const char *tx, size_t c, struct tally *tl, long *rec, i
 			const char *text = m == 2 ? nosync : tx;
 			long n = count_calls(text);
 
-			for (long k = 1; k <= n; k++) {
+			for (long k = 1; k <= n; k += stride) {
 				char *d = fresh();
 				int st = child(d, text, mode, k, 0);
 				int committed = WIFEXITED(st) && WEXITSTATUS(st) == 0;
@@ -194,7 +195,7 @@ static void sweep_modes(const char *tx, size_t c, struct tally *tl, long *rec, i
 
 static void sweep_one(const char *tx, size_t c, struct tally *tl, long *rec)
 {
-	sweep_modes(tx, c, tl, rec, 3);
+	sweep_modes(tx, c, tl, rec, 3, 1);
 }
 
 static void kill_every_call(void **state)
@@ -213,21 +214,24 @@ static void kill_every_call(void **state)
 /*
  * Hand-written transactions tx[0..n) on the tree plus extra (NULL: none),
  * killed before and after each OS call and crash-only (where the whole
- * corpus runs: make crashtest; else tx[0..light), killed before each
- * call), each recovered in the same epoch and then as after a reboot
- * (journal.c rule 5c, then 5a).
+ * corpus runs: make crashtest; else tx[0..light), killed before every
+ * FSTX_CALL_STRIDE-th call: make check samples the calls on all but its
+ * first filesystem), each recovered in the same epoch and then as after
+ * a reboot (journal.c rule 5c, then 5a).
  */
 static void sweep_hand(const char *const *tx, size_t n, size_t light,
 		       void (*extra)(const char *d), const char *what)
 {
 	int whole = corpus_count() == NFIXED + NGEN;
+	long stride = whole ? 1 : t_env_long("FSTX_CALL_STRIDE", 1);
 	struct tally t = { 0 };
 	long rec_points = 0;
 
 	tree_extra = extra;
 	for (rebooted = 0; rebooted < 2; rebooted++)
 		for (size_t c = 0; c < (whole ? n : light); c++)
-			sweep_modes(tx[c], c, &t, &rec_points, whole ? 3 : 1);
+			sweep_modes(tx[c], c, &t, &rec_points, whole ? 3 : 1,
+				    stride > 0 ? stride : 1);
 	rebooted = 0;
 	tree_extra = NULL;
 	printf("kill, %s: %ld tx, %ld crash points, 0 torn\n", what, t.tx, t.points);
