@@ -65,7 +65,9 @@
  *     rollback of a failed op took such a name away).  Nor where a
  *     directory on the way to its destination is not the one the steps
  *     before it put at that path (way_kept()): the object found there is
- *     in another directory (test_crash kill_link_under_moved).
+ *     in another directory (test_crash kill_link_under_moved).  A way
+ *     through a symlink (an exchange of a directory with a symlink to it)
+ *     is no way: nothing there (test_crash kill_through_symlink).
  *  5c. Rule 5a is for power loss alone.  BEGIN names the epoch the
  *     journal was written in (boot id and mount id, domain.c
  *     fx_epoch_id()); an undo in that same epoch (a rollback in the
@@ -1260,7 +1262,7 @@ static int way_kept(struct fstx_domain *d, const struct jr *j, size_t k)
 		if (i == SIZE_MAX || strcmp(j->steps[i].dst, a) || !j->steps[i].ino)
 			continue; /* the tree's, or moved away last: nothing to say */
 		r = fx_lstat(d, a, &st);
-		if (r < 0 && r != -ENOENT && r != -ENOTDIR)
+		if (r < 0 && r != -ENOENT && r != -ENOTDIR && r != -ELOOP)
 			return r;
 		if (r < 0 || (uint64_t)st.st_ino != j->steps[i].ino)
 			return 0;
@@ -1287,7 +1289,9 @@ static int undo_above(const struct jr *j, size_t k, struct fx_syncset *ss)
 	if (!s->ino)
 		return 0;
 	r = fx_lstat(d, s->dst, &st);
-	if (r == -ENOENT || r == -ENOTDIR || (r == 0 && (uint64_t)st.st_ino != s->ino))
+	/* not there: also through a symlink a name of its way is now */
+	if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP ||
+	    (r == 0 && (uint64_t)st.st_ino != s->ino))
 		return 0;
 	if (r < 0)
 		return r;
@@ -1297,7 +1301,7 @@ static int undo_above(const struct jr *j, size_t k, struct fx_syncset *ss)
 	r = fx_lstat(d, s->src, &cur);
 	if (r == 0 && cur.st_ino != st.st_ino)
 		return 0;
-	if (r < 0 && r != -ENOENT && r != -ENOTDIR)
+	if (r < 0 && r != -ENOENT && r != -ENOTDIR && r != -ELOOP)
 		return r;
 	/* its inode at dst (and at src, or nothing there), where a step
 	 * before it moves that inode away from dst: dst is a name the object

@@ -285,6 +285,33 @@ static void kill_link_under_moved(void **state)
 	sweep_hand(tx, 2, 1, link_in_d, "a link under a moved directory");
 }
 
+/* ln a symlink to the directory d, not to d/c. */
+static void ln_to_d(const char *d)
+{
+	char *l;
+
+	if (asprintf(&l, "%s/ln", d) < 0)
+		abort();
+	assert_int_equal(unlink(l), 0);
+	assert_int_equal(symlink("d", l), 0);
+	free(l);
+}
+
+/*
+ * The undo way: d exchanged with ln, a symlink to it, then a file moved
+ * under the name ln (the directory now).  Killed before the renames
+ * ran, the way to the last step's destination passes a symlink: rule 5a
+ * finds nothing there (lstat's ELOOP, which wedged recovery after a
+ * reboot).
+ */
+static void kill_through_symlink(void **state)
+{
+	static const char *const tx[] = { "rename d ln exchange\nrename a ln/a\n" };
+
+	(void)state;
+	sweep_hand(tx, 1, 1, ln_to_d, "a way through a symlink");
+}
+
 /* kill -9 from outside at random moments. */
 static void kill_random(void **state)
 {
@@ -326,6 +353,7 @@ int main(void)
 		cmocka_unit_test(kill_every_call),
 		cmocka_unit_test(kill_hard_names),
 		cmocka_unit_test(kill_link_under_moved),
+		cmocka_unit_test(kill_through_symlink),
 		cmocka_unit_test(kill_random),
 	};
 
