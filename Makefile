@@ -96,16 +96,17 @@ lint:
 check: deps all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 	@$(MAKE) --no-print-directory lint
 	@FSTX_CORPUS_FIRST=$${FSTX_CORPUS_FIRST-6} FSTX_CORPUS_OTHERS=$${FSTX_CORPUS_OTHERS-3} \
+		FSTX_CALL_STRIDE_OTHERS=$${FSTX_CALL_STRIDE_OTHERS-4} \
 		FSTX_LARGE_MB=$${FSTX_LARGE_MB-64} FSTX_BANK_TX_FIRST=$${FSTX_BANK_TX_FIRST-300} \
 		bash test/run.sh $(B)
 	@$(MAKE) --no-print-directory SAN=1 check-san
 	@$(MAKE) --no-print-directory -j2 fuzz-build
-	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=6
+	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=5
 
 check-san: all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 FSTX_MATRIX= FSTX_PACKAGING=0 \
 		FSTX_BLOCKCRASH=0 FSTX_CORPUS_FIRST=3 FSTX_LARGE_MB=32 FSTX_BANK_TX_FIRST=100 \
-		FSTX_CALL_STRIDE_FIRST=3 \
+		FSTX_CALL_STRIDE_FIRST=4 FSTX_PL_STATES=10 \
 		FSTX_SUITES="test_abi test_ops test_txtext test_rollback test_powerloss \
 		test_large test_journal test_race test_bank test_wal test_itx test_lazy cli.bats" \
 		FSTX_LABEL=asan+ubsan bash test/run.sh $(B)
