@@ -1230,9 +1230,7 @@ out:
 /* Is path p a (at) or a directory above it? */
 static int at_or_above(const char *p, const char *a)
 {
-	size_t n = strlen(p);
-
-	return !strncmp(a, p, n) && (a[n] == '\0' || a[n] == '/');
+	return !strcmp(a, p) || fx_under(a, p);
 }
 
 /*

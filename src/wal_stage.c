@@ -895,19 +895,19 @@ int fx_w_inherit_groups(struct fstx_domain *d, const struct plan *P, struct wnam
 			declined |= w->kind == W_MKDIR && !*w->stage; /* unknown: W26 */
 			continue;
 		}
-		if (w->kind == W_MKDIR) {
-			/* its group above */
-		} else if (lastk != SIZE_MAX && !strcmp(par, last) &&
-			   !moves_between(P, lastk, w->step)) {
-			w->ggid = lastgid; /* a hundred files in one directory: once */
-		} else {
-			w->ggid = lastgid = fx_new_group(d, P, w->step, gids);
-			memcpy(last, par, strlen(par) + 1);
-			lastk = w->step;
-		}
 		if (w->kind == W_MKDIR && !*w->stage) {
 			declined |= group_moves(d, P, par, nm, nnm, k);
 			continue; /* made in place: the kernel's */
+		}
+		if (w->kind != W_MKDIR) { /* a directory's: the pass above */
+			if (lastk != SIZE_MAX && !strcmp(par, last) &&
+			    !moves_between(P, lastk, w->step)) {
+				w->ggid = lastgid; /* a hundred files in one directory */
+			} else {
+				w->ggid = lastgid = fx_new_group(d, P, w->step, gids);
+				memcpy(last, par, strlen(par) + 1);
+				lastk = w->step;
+			}
 		}
 		if (sg < 0)
 			sg = fx_setgid_group(d, FX_META "/wnew") >= 0;
