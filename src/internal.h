@@ -197,6 +197,12 @@ struct fx_step {
 	 * trans.c has made the new objects in staging (0: none) */
 	uint64_t ino;
 	int newid;
+	/* MOVE: the directories it takes its object from (sdir) and puts it
+	 * in (ddir) as they are when it runs (journal.c rule 5a); 0 the
+	 * root, a staging area or unknown.  *_new: the planner's new
+	 * directory, resolved as newid is */
+	uint64_t sdir, ddir;
+	int sdir_new, ddir_new;
 };
 
 /* Before-image of one object of the initial tree. */

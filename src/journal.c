@@ -52,7 +52,12 @@
  *     journal names the inode every MOVE moves (trans.c makes the new
  *     objects in staging before it writes the journal, so new objects
  *     have inodes then too), and such a step is reversed exactly when
- *     that inode is at its destination.  A filesystem may persist a step
+ *     that inode is at its destination, in the directory the step puts
+ *     it in: the journal names the inodes of the directories a MOVE
+ *     takes its object from and puts it in, as they are when it runs
+ *     (plan.c dir_id()), and paths alone cannot tell a directory moved
+ *     away and back from one that stayed (test_crash
+ *     kill_dir_round_trip).  A filesystem may persist a step
  *     ahead of the mark: btrfs's fsync log makes an object's new name
  *     durable when any process fsyncs it, and nothing orders the mark's
  *     rename with it.  Proved by test_powerloss power_loss_fsync and
@@ -65,7 +70,9 @@
  *     rollback of a failed op took such a name away).  Nor where a
  *     directory on the way to its destination is not the one the steps
  *     before it put at that path (way_kept()): the object found there is
- *     in another directory (test_crash kill_link_under_moved).  A way
+ *     in another directory (test_crash kill_link_under_moved).  Names
+ *     are compared as a directory's inode and a name where both steps
+ *     know it: "d2/c" before the move back of d2 to d is "d/c".  A way
  *     through a symlink (an exchange of a directory with a symlink to it)
  *     is no way: nothing there (test_crash kill_through_symlink).
  *  5c. Rule 5a is for power loss alone.  BEGIN names the epoch the
@@ -141,6 +148,9 @@
  *    16   8 transaction id       .     4  n3, then n3 bytes: aux (target)
  *    24   4 CRC-32C              .     8  inode it moves (rule 5a; journals
  *    28   4 padding                       written before it lack the field)
+ *                                  .     8  inode of src's directory, then
+ *                                  .     8  of dst's (rule 5a; 0 unknown;
+ *                                         older journals lack both)
  *
  *   BEGIN payload
  *   off len field
@@ -313,10 +323,10 @@ static size_t recsz(size_t payload) { return sizeof(struct jhdr) + pad8(payload)
 uint64_t fx_journal_size(struct fstx_domain *d, const struct fx_step *steps,
 			 size_t nsteps, const struct fx_capture *caps, size_t ncaps)
 {
-	uint64_t n = recsz(24) + recsz(4);
+	uint64_t n = recsz(J_BEGIN_LEN + J_EPOCH) + recsz(4);
 
 	for (size_t i = 0; i < nsteps; i++)
-		n += recsz(12 + strsz(steps[i].src) + strsz(steps[i].dst) +
+		n += recsz(12 + 24 + strsz(steps[i].src) + strsz(steps[i].dst) +
 			   strsz(steps[i].aux));
 	for (size_t i = 0; i < ncaps; i++) {
 		const struct fx_capture *c = &caps[i];
@@ -540,6 +550,8 @@ int fx_journal_write(struct fstx_domain *d, const struct fx_step *steps,
 		putstr(&w, steps[i].dst);
 		putstr(&w, steps[i].aux);
 		put64(&w, steps[i].ino); /* rule 5a; absent in older journals */
+		put64(&w, steps[i].sdir);
+		put64(&w, steps[i].ddir);
 		rec_end(&w, J_STEP);
 	}
 	for (size_t i = 0; i < ncaps && !w.err; i++)
@@ -751,6 +763,10 @@ static int add_step(struct jr *j, struct cur *c)
 	s.aux = getstr(c, 1, 0);
 	if (!c->bad && c->left >= 8)
 		s.ino = get(c, 8);
+	if (!c->bad && c->left >= 16) { /* rule 5a; absent in older journals */
+		s.sdir = get(c, 8);
+		s.ddir = get(c, 8);
+	}
 	if (c->bad || s.kind < FX_ST_MKFILE || s.kind > FX_ST_MOVE ||
 	    dotdot(s.dst) || dotdot(s.src)) {
 		free(s.src);
@@ -1268,6 +1284,33 @@ static int way_kept(struct fstx_domain *d, const struct jr *j, size_t k)
 	return 1;
 }
 
+/* Rule 5a: is the directory p is in now the one of inode dir (0: not
+ * known, yes)?  1 yes, 0 no, -errno. */
+static int in_dir(struct fstx_domain *d, const char *p, uint64_t dir)
+{
+	char buf[PATH_MAX];
+	struct stat st;
+	int r;
+
+	if (!dir || !strchr(p, '/'))
+		return 1;
+	r = fx_lstat(d, fx_dirname(p, buf), &st);
+	if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP)
+		return 0;
+	return r < 0 ? r : (uint64_t)st.st_ino == dir;
+}
+
+/* Rule 5a: are path a, in directory adir when its step ran, and path b,
+ * in bdir, one name (one path, or one name in one directory)? */
+static int same_name(const char *a, uint64_t adir, const char *b, uint64_t bdir)
+{
+	const char *x = strrchr(a, '/'), *y = strrchr(b, '/');
+
+	if (!strcmp(a, b))
+		return 1;
+	return adir && adir == bdir && x && y && !strcmp(x, y);
+}
+
 /*
  * Rule 5a: undo a step above the mark if, and only if, its object is at
  * its destination.  Such a step can have happened only where the
@@ -1301,6 +1344,11 @@ static int undo_above(const struct jr *j, size_t k, struct fx_syncset *ss)
 		return 0;
 	if (r < 0 && r != -ENOENT && r != -ENOTDIR && r != -ELOOP)
 		return r;
+	/* its inode at dst, but dst in another directory than the one the
+	 * step puts it in: a name it had (d/c, where d came back after d2/c
+	 * moved away: test_crash kill_dir_round_trip) */
+	if ((r = in_dir(d, s->dst, s->ddir)) <= 0)
+		return r;
 	/* its inode at dst (and at src, or nothing there), where a step
 	 * before it moves that inode away from dst: dst is a name the object
 	 * had (a hard link: rename b old exchange, rename hard b exchange),
@@ -1309,7 +1357,7 @@ static int undo_above(const struct jr *j, size_t k, struct fx_syncset *ss)
 	 * kill_hard_names, cli.bats "hard links exchanged" */
 	for (size_t i = 0; i < k; i++)
 		if (j->steps[i].kind == FX_ST_MOVE && j->steps[i].ino == s->ino &&
-		    !strcmp(j->steps[i].src, s->dst))
+		    same_name(j->steps[i].src, j->steps[i].sdir, s->dst, s->ddir))
 			return 0;
 	/* and not where a directory on the way to dst is not the one the
 	 * steps before it put there: dst is then a name of another

@@ -486,17 +486,50 @@ fail:
 
 /* ---- steps and captures ---------------------------------------------- */
 
+/*
+ * The directory p is in, as the plan has it now: its inode (an initial
+ * one) or its new id, for journal.c rule 5a.  None for a name in the root
+ * or a staging area (they never move) or where it cannot be known.
+ */
+static int dir_id(struct plan *P, const char *p, uint64_t *ino, int *newid)
+{
+	char dir[PATH_MAX];
+	struct node n;
+	int r;
+
+	*ino = 0;
+	*newid = 0;
+	if (!p || !strchr(p, '/') || !strncmp(p, FX_META "/", sizeof(FX_META)))
+		return 0;
+	r = lookup(P, fx_dirname(p, dir), &n);
+	if (r < 0)
+		return r == -ENOENT || r == -ENOTDIR || r == -ELOOP ? 0 : r;
+	if (n.state == N_INIT && n.kind == K_DIR)
+		*ino = n.ino;
+	else if (n.state == N_NEW && n.kind == K_DIR)
+		*newid = n.newid;
+	node_free(&n);
+	return 0;
+}
+
 static int add_step(struct plan *P, size_t op, uint32_t kind, uint32_t mode,
 		    const char *src, const char *dst, const char *aux)
 {
 	struct fx_step *s;
+	uint64_t sdir = 0, ddir = 0;
+	int sdir_new = 0, ddir_new = 0;
 	int r = fx_grow((void **)&P->steps, &P->csteps, P->nsteps + 1,
 		     sizeof(*P->steps));
 
 	if (r < 0)
 		return r;
+	if (kind == FX_ST_MOVE && ((r = dir_id(P, src, &sdir, &sdir_new)) < 0 ||
+				   (r = dir_id(P, dst, &ddir, &ddir_new)) < 0))
+		return r;
 	s = &P->steps[P->nsteps];
-	*s = (struct fx_step){ .kind = kind, .mode = mode, .op = (uint32_t)op };
+	*s = (struct fx_step){ .kind = kind, .mode = mode, .op = (uint32_t)op,
+			       .sdir = sdir, .ddir = ddir,
+			       .sdir_new = sdir_new, .ddir_new = ddir_new };
 	s->src = src ? fx_strdup(src) : NULL;
 	s->dst = fx_strdup(dst);
 	s->aux = aux ? fx_strdup(aux) : NULL;

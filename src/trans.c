@@ -298,6 +298,10 @@ static int prestage(struct fstx_domain *d, struct plan *P)
 
 		if (s->newid > 0 && s->newid <= P->newid)
 			s->ino = ids[s->newid];
+		if (s->sdir_new > 0 && s->sdir_new <= P->newid)
+			s->sdir = ids[s->sdir_new];
+		if (s->ddir_new > 0 && s->ddir_new <= P->newid)
+			s->ddir = ids[s->ddir_new];
 	}
 	free(ids);
 	return r;
