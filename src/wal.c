@@ -184,7 +184,7 @@
  *      applies the record again.
  *  W5. Within one mount of one boot the page cache holds every applied
  *      change, and the hint (END, APPLIED, the boot id and the mount's
- *      unique id, wal_note.c epoch_id()) is the truth: a PENDING record
+ *      unique id, domain.c fx_epoch_id()) is the truth: a PENDING record
  *      whose writer was killed is applied by the next helper (a
  *      conflicting transaction, a checkpoint, fstx_recover(), a flush).  When the
  *      hint is invalid or names another boot or mount (a disk that lost
@@ -196,7 +196,11 @@
  *      APPLIED after the last; the group notes are forgotten first
  *      (wal_group.c fx_w_group_forget(): their durable end and failed
  *      range are of the other boot or mount; test_wal
- *      group_note_other_boot).  Replay is idempotent: a set applied twice,
+ *      group_note_other_boot).  Where there is no boot id to read (no
+ *      /proc: a chroot; ENOENT), the notes are of no epoch, no hint is
+ *      trusted, and every transaction takes the undo way (whose rule 5c
+ *      then trusts no page cache either): test_wal epoch_unknown.
+ *      Replay is idempotent: a set applied twice,
  *      or over a partly applied or partly lost state, leaves the state
  *      after it, and replaying the records in order leaves the state after
  *      the last.  An entry names its file by canonical path (opened
@@ -1697,6 +1701,15 @@ long fx_wal_commit(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
 		goto out;
 	for (i = 0; i < n; i++)
 		fds[i] = cl[i].fd = -1;
+	{
+		char epoch[37];
+
+		/* W5: no epoch (no boot id), no notes to trust: the undo way */
+		if ((r = fx_epoch_id(d, epoch)) < 0) {
+			r = r == -ENOENT ? 1 : r;
+			goto out;
+		}
+	}
 	if (!d->wal_salt && (r = wal_reset(d, 0)) < 0)
 		goto out;
 	/* W15: no record before this one names an object it renames */

@@ -119,12 +119,26 @@ static void hint_fill(struct whint *h, uint64_t salt, uint64_t end,
 	h->crc = fx_crc32c(0, h, offsetof(struct whint, clean));
 }
 
+/*
+ * The epoch the notes are of, in boot: zeros where there is no boot id to
+ * read (no /proc, in a chroot): notes of no epoch, which no reader trusts
+ * (hint_read()), so that everything is looked at again (W5).  0, -errno.
+ */
+static int epoch_of(struct fstx_domain *d, char boot[37])
+{
+	int r = fx_epoch_id(d, boot);
+
+	if (r == -ENOENT)
+		memset(boot, 0, 37);
+	return r == -ENOENT ? 0 : r;
+}
+
 /* The hint from d->wal_end and d->wal_applied (no barrier). */
 int fx_w_hint_write(struct fstx_domain *d)
 {
 	struct whint h;
 	char boot[37];
-	int r = fx_epoch_id(d, boot), fd = fx_w_side_fd(d);
+	int r = epoch_of(d, boot), fd = fx_w_side_fd(d);
 
 	if (r < 0 || fd < 0)
 		return r < 0 ? r : fd;
@@ -176,9 +190,9 @@ static int hint_read(struct fstx_domain *d, struct whint *h)
 		return 0;
 	if (r < 0)
 		return r;
-	if ((e = fx_epoch_id(d, boot)) < 0)
+	if ((e = epoch_of(d, boot)) < 0)
 		return e;
-	return r && h->salt && h->end >= W_START && h->applied >= W_START &&
+	return r && boot[0] /* none: no hint is of it */ && h->salt && h->end >= W_START && h->applied >= W_START &&
 	       h->applied <= h->end && !memcmp(h->boot, boot, sizeof(h->boot));
 }
 

@@ -2730,23 +2730,105 @@ static void kill_sweep(const char *const *tx, int ntx, const char *what, int one
  * .fstx/wnew/; killed before or after every OS call, 0 torn.  (It took
  * the undo way.)
  */
+static const char *const nameless_tx[] = {
+	"open 0 n O_WRONLY|O_CREAT\npwrite 0 \"first\" 0\nwrite t \"second\"\n"
+	"rename t n\n",
+	"open 0 g O_RDWR|O_CREAT\npwrite 0 \"gone\" 0\nsetxattr g user.a \"1\"\n"
+	"truncate g 2\nunlink g\nwrite m \"kept\"\n",
+	"mkdir imp\nwrite imp/x \"one\"\nreplace imp/x \"two\"\nsymlink imp ln replace\n",
+};
+
 static void new_file_nameless(void **state)
 {
-	static const char *const tx[] = {
-		"open 0 n O_WRONLY|O_CREAT\npwrite 0 \"first\" 0\nwrite t \"second\"\n"
-		"rename t n\n",
-		"open 0 g O_RDWR|O_CREAT\npwrite 0 \"gone\" 0\nsetxattr g user.a \"1\"\n"
-		"truncate g 2\nunlink g\nwrite m \"kept\"\n",
-		"mkdir imp\nwrite imp/x \"one\"\nreplace imp/x \"two\"\nsymlink imp ln replace\n",
-	};
+	const char *const *tx = nameless_tx;
 
 	(void)state;
-	for (size_t k = 0; k < sizeof(tx) / sizeof(tx[0]); k++) {
+	for (size_t k = 0; k < sizeof(nameless_tx) / sizeof(nameless_tx[0]); k++) {
 		char *want = logged_as_undo(tx[k]);
 
 		free(want);
 	}
 	kill_sweep(tx, 3, "a new file with no name", 1);
+}
+
+static long tmpfiles_refused;
+static int no_tmpfile(int dfd, const char *p, int flags, mode_t mode, uint64_t resolve)
+{
+	if ((flags & O_TMPFILE) == O_TMPFILE) {
+		tmpfiles_refused++;
+		return -EOPNOTSUPP;
+	}
+	return fx_os_libc.openat2(dfd, p, flags, mode, resolve);
+}
+
+/*
+ * W27 where the filesystem refuses O_TMPFILE (EOPNOTSUPP): a transaction
+ * that leaves a new file with no name takes the undo way, and leaves its
+ * tree.
+ */
+static void nameless_no_tmpfile(void **state)
+{
+	(void)state;
+	for (size_t k = 0; k < sizeof(nameless_tx) / sizeof(nameless_tx[0]); k++) {
+		tmpfiles_refused = 0;
+		fx_os.openat2 = no_tmpfile;
+		undo_way_only(nameless_tx[k]);
+		fx_os = fx_os_libc;
+		assert_true(tmpfiles_refused > 0);
+	}
+}
+
+static int no_boot(char id[37])
+{
+	(void)id;
+	return -ENOENT; /* no /proc: a chroot, a container without it */
+}
+
+/*
+ * The epoch unknown (no boot id to read, W5): the log's notes would be
+ * of none, so every transaction takes the undo way (its BEGIN of no
+ * epoch: rule 5a judges, journal.c rule 5c), and leaves the tree it
+ * leaves with the epoch; a record an earlier process logged is applied
+ * before it.
+ */
+static void epoch_unknown(void **state)
+{
+	static const char *const tx[] = {
+		"write n \"new\"\nopen 0 a O_WRONLY\npwrite 0 \"A\" 0\n",
+		"rename d d2\nrename d2/c d2/c2\nrename d2 d\nrename d/c2 d/c\n"
+		"setxattr a user.u \"1\"\n",
+	};
+	static const char first[] = "open 0 b O_WRONLY\npwrite 0 \"B\" 0\n";
+	uint64_t saved = fx_wal_max;
+
+	(void)state;
+	for (int k = 0; k < 2; k++) {
+		char *want, *got, *d = t_fresh();
+		fstx_domain *h;
+
+		assert_int_equal(tx_text(d, first, NULL), 0);
+		assert_int_equal(tx_text(d, tx[k], NULL), 0);
+		want = t_snapshot(d);
+		t_drop(d);
+		d = t_fresh();
+		fx_wal_max = UINT64_MAX; /* the first one's record stays */
+		assert_int_equal(tx_text(d, first, NULL), 0);
+		assert_true(wal_end_dir(d) > 1024);
+		fx_os.boot_id = no_boot;
+		assert_int_equal(fstx_domain_open(d, &h), 0);
+		assert_int_equal(tx_text_h(h, tx[k]), 0);
+		assert_true(fstx_recover(h) >= 0);
+		fstx_domain_close(h);
+		fx_os = fx_os_libc;
+		fx_wal_max = saved;
+		assert_int_equal(wal_end_dir(d), 1024); /* checkpointed, no record */
+		got = t_snapshot(d);
+		assert_string_equal(got, want);
+		assert_true(domain_recover(d) >= 0);
+		free(got);
+		free(want);
+		t_drop(d);
+	}
 }
 
 /*
@@ -4804,6 +4886,8 @@ int main(void)
 		cmocka_unit_test(dead_xattr_conflict),
 		cmocka_unit_test(new_file_linked),
 		cmocka_unit_test(new_file_nameless),
+		cmocka_unit_test(nameless_no_tmpfile),
+		cmocka_unit_test(epoch_unknown),
 		cmocka_unit_test(big_logged),
 		cmocka_unit_test(lazy_xattr_reads),
 		cmocka_unit_test(clone_log),
