@@ -1508,6 +1508,11 @@ long fx_new_group(struct fstx_domain *d, const struct plan *P, size_t k, const l
 	return fx_setgid_group(d, p);
 }
 
+const char *fx_dir_before(const struct plan *P, size_t k, const char *par, char buf[PATH_MAX])
+{
+	return par_before(P, k, par, buf);
+}
+
 long fx_tree_group(struct fstx_domain *d, const struct plan *P, size_t k, const char *par)
 {
 	char buf[PATH_MAX];

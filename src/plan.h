@@ -104,5 +104,10 @@ long fx_new_group(struct fstx_domain *d, const struct plan *P, size_t k, const l
  * steps 0..k-1 ran (looked up where it was before they moved it); -1 none.
  */
 long fx_tree_group(struct fstx_domain *d, const struct plan *P, size_t k, const char *par);
+/*
+ * Directory par, as steps 0..k-1 left it, by the path it had before they
+ * moved it (in the initial tree, or .fstx/new/ for a new one); into buf.
+ */
+const char *fx_dir_before(const struct plan *P, size_t k, const char *par, char buf[PATH_MAX]);
 
 #endif

@@ -1132,7 +1132,7 @@ static void replan(struct fstx_domain *d, struct btrfs_ioctl_usertrans *ut,
  */
 static long dirs_syncable(struct fstx_domain *d, const struct plan *P)
 {
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], buf[PATH_MAX];
 
 	for (size_t k = 0; k < P->nsteps; k++) {
 		const char *p[2] = { P->steps[k].src, P->steps[k].dst };
@@ -1142,7 +1142,12 @@ static long dirs_syncable(struct fstx_domain *d, const struct plan *P)
 
 			if (!p[j] || fx_under(p[j], FX_META))
 				continue;
-			if ((r = fx_dir_syncable(d, fx_dirname(p[j], dir))) < 0 && r != -ENOENT) {
+			/* the directory step k changes, where it is before the
+			 * steps run (an exchange or rename before it may have
+			 * put another object at that name) */
+			fx_dirname(p[j], dir);
+			if ((r = fx_dir_syncable(d, fx_dir_before(P, k, dir, buf))) < 0 &&
+			    r != -ENOENT) {
 				d->failed_op = (long)P->steps[k].op;
 				return r; /* (ENOENT: made by the transaction) */
 			}

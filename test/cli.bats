@@ -406,6 +406,22 @@ T
 	[ "$(stat -c %a "$D/obj2")" = "$(printf %o $((0444 & ~$(umask))))" ]
 }
 
+@test "run without privilege: a name made under a directory an exchange brought there" {
+	nobody_can
+	mkdir -p "$D/u" "$D/p/q/s"
+	printf 'x\n' > "$D/u/f4"
+	chown -R 65534:65534 "$D"
+	nobody_setup
+	# after the exchange u/f4 is the directory p/q was: the kernel makes both
+	printf 'rename u/f4 p/q exchange\nmkdir u/f4/n4\nmkdir u/f4/s/n5\nwrite u/f4/s/x "hi"\n' > "$TX/x.tx"
+	chmod 644 "$TX/x.tx"
+	run nobody "$TX/fstx" run "$D" "$TX/x.tx"
+	[ "$status" -eq 0 ]
+	[ -d "$D/u/f4/n4" ] && [ -d "$D/u/f4/s/n5" ]
+	[ "$(cat "$D/u/f4/s/x")" = "hi" ]
+	[ "$(cat "$D/p/q")" = "x" ]
+}
+
 @test "run without privilege: new objects their owner may not read are synced and removed" {
 	nobody_can
 	mkdir -m 555 "$D/ro5"
