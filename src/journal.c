@@ -95,6 +95,24 @@
  *     object there (one that another process swapped in at the source
  *     before the step ran) is moved back, so the names come back as they
  *     were (test_race).
+ *  5d. Below the mark too, power loss may have kept the marks and not the
+ *     steps (they are renames in other directories).  A MOVE whose own
+ *     object is still at its source, another at its destination, did not
+ *     run.  Where both names hold its object (the rename half persisted,
+ *     or a hard link), the destination is dropped only if it is not a
+ *     name the object had: a step before it moved the inode away from
+ *     that name (one directory inode and name, rule 5a) and neither it
+ *     nor a later step before this one holds the inode at its
+ *     destination (name_it_had()).  A directory, which has one name, is
+ *     moved back whatever its earlier steps: reversing a move away and
+ *     one back is a no-op where neither ran.  test_powerloss
+ *     power_loss_names (hard-link renames, directories moved away and
+ *     back: torn before).
+ *  5e. A MOVE's object not at its destination's path may be in the
+ *     directory the step put it in at another path, where the step
+ *     persisted and a step before it that moved that directory (or one
+ *     above) did not: the paths the directory had before the earlier
+ *     steps are tried (locate()), and the object moved back from there.
  *     Then sizes, data ranges and xattrs of initial objects are restored at
  *     their initial paths (checked by inode number).  Undo is idempotent, so
  *     a crash during recovery is recovered by running it again.
@@ -1035,26 +1053,120 @@ int fx_move(struct fstx_domain *d, const char *src, const char *dst,
 	return r;
 }
 
+/* Rules 5a, 5d: are path a, in directory adir when its step ran, and
+ * path b, in bdir, one name (one path, or one name in one directory)? */
+static int same_name(const char *a, uint64_t adir, const char *b, uint64_t bdir)
+{
+	const char *x = strrchr(a, '/'), *y = strrchr(b, '/');
+
+	if (!strcmp(a, b))
+		return 1;
+	return adir && adir == bdir && x && y && !strcmp(x, y);
+}
+
+/* Does a MOVE of steps [i, k) of inode ino hold it at its destination
+ * now?  Then step i ran (power loss kept it). */
+static int moved_on(const struct jr *j, size_t i, size_t k, uint64_t ino)
+{
+	struct stat st;
+
+	for (; i < k; i++)
+		if (j->steps[i].kind == FX_ST_MOVE && j->steps[i].ino == ino &&
+		    fx_lstat(j->d, j->steps[i].dst, &st) == 0 && (uint64_t)st.st_ino == ino)
+			return 1;
+	return 0;
+}
+
+/* Rules 5a, 5d: does a step before step k move step k's inode away from
+ * step k's destination, and did it not run (its inode at none of the
+ * names it and the later steps before k move it to)?  That name is then
+ * one the object had. */
+static int name_it_had(const struct jr *j, size_t k)
+{
+	const struct fx_step *s = &j->steps[k];
+
+	for (size_t i = 0; i < k; i++)
+		if (j->steps[i].kind == FX_ST_MOVE && j->steps[i].ino == s->ino &&
+		    same_name(j->steps[i].src, j->steps[i].sdir, s->dst, s->ddir))
+			return !moved_on(j, i, k, s->ino);
+	return 0;
+}
+
 /*
- * Reverse MOVE s, whose object (*st) is at its destination.  Both names
+ * Reverse MOVE k, whose object (*st) is at its destination.  Both names
  * holding the one inode is the rename half persisted (btrfs can replay an
  * fsynced inode's new name and keep the old one): dropping the new name
- * reverses it.  Both names holding different objects is not a state fstx
+ * reverses it, unless the destination is a name the object had (rule
+ * 5d).  Its object at its source and another at its destination: the
+ * step did not run.  Any other two objects there is not a state fstx
  * makes.
  */
-static int move_back(struct fstx_domain *d, const struct fx_step *s,
+static int move_back(const struct jr *j, size_t k, const char *dst,
 		     const struct stat *st, struct fx_syncset *ss)
 {
+	const struct fx_step *s = &j->steps[k];
+	struct fstx_domain *d = j->d;
 	struct stat cur;
 	int r = fx_lstat(d, s->src, &cur);
 
 	if (r == -ENOENT)
-		return fx_move(d, s->dst, s->src, ss);
+		return fx_move(d, dst, s->src, ss);
 	if (r < 0)
 		return r;
 	if (cur.st_ino == st->st_ino && !S_ISDIR(st->st_mode))
-		return fx_remove(d, s->dst, 0, ss);
+		return name_it_had(j, k) ? 0 : fx_remove(d, dst, 0, ss);
+	/* its own object still at its source, another at dst: it did not
+	 * run (power loss kept the marks after it, not the step) */
+	if (s->ino && (uint64_t)cur.st_ino == s->ino)
+		return 0;
 	return -EUCLEAN;
+}
+
+/*
+ * Rule 5e: step k's object, not at its destination's path, may be in the
+ * directory the step put it in (s->ddir) at another path: the step
+ * persisted where a step before it that moved that directory, or one
+ * above it, did not (power loss; a new directory made, a file moved into
+ * it, its parent's rename lost).  The paths the directory had before
+ * the earlier steps (dst's parent mapped back through them, last first)
+ * are tried: 1 and the object's path in buf where that directory holds
+ * the object under dst's name (*st its stat), 0 not found, -errno.
+ */
+static int locate(const struct jr *j, size_t k, char buf[PATH_MAX], struct stat *st)
+{
+	const struct fx_step *s = &j->steps[k];
+	const char *base = strrchr(s->dst, '/');
+	char par[PATH_MAX], prev[PATH_MAX];
+	int r;
+
+	if (!s->ddir || !s->ino || !base)
+		return 0;
+	fx_dirname(s->dst, par);
+	for (size_t i = k; i-- > 0;) {
+		const struct fx_step *m = &j->steps[i];
+		size_t n = strlen(m->dst);
+
+		if (m->kind != FX_ST_MOVE || !m->src || strncmp(par, m->dst, n) ||
+		    (par[n] && par[n] != '/'))
+			continue;
+		if ((size_t)snprintf(prev, sizeof(prev), "%s%s", m->src, par + n) >= sizeof(prev))
+			return 0;
+		memcpy(par, prev, sizeof(par));
+		r = fx_lstat(j->d, par, st);
+		if (r < 0 && r != -ENOENT && r != -ENOTDIR && r != -ELOOP)
+			return r;
+		if (r < 0 || (uint64_t)st->st_ino != s->ddir)
+			continue;
+		if ((size_t)snprintf(buf, PATH_MAX, "%s%s", par, base) >= PATH_MAX)
+			return 0;
+		r = fx_lstat(j->d, buf, st);
+		if (r < 0 && r != -ENOENT && r != -ENOTDIR && r != -ELOOP)
+			return r;
+		/* not a name the object had there (rule 5a's test) */
+		return r == 0 && (uint64_t)st->st_ino == s->ino &&
+		       (S_ISDIR(st->st_mode) || !name_it_had(j, k));
+	}
+	return 0;
 }
 
 /* Does a MOVE of journal j name inode ino? */
@@ -1077,8 +1189,12 @@ static int undo_step(const struct jr *j, const struct fx_step *s,
 	switch (s->kind) {
 	case FX_ST_MOVE:
 		b = fx_lstat(d, s->dst, &st);
-		if (b == -ENOENT || b == -ENOTDIR)
-			return 0;
+		if (b == -ENOENT || b == -ENOTDIR) { /* or elsewhere: rule 5e */
+			char at[PATH_MAX];
+
+			b = locate(j, (size_t)(s - j->steps), at, &st);
+			return b <= 0 ? b : move_back(j, (size_t)(s - j->steps), at, &st, ss);
+		}
 		if (b < 0)
 			return b;
 		/* the object of another step there: that step's undo put it
@@ -1087,7 +1203,7 @@ static int undo_step(const struct jr *j, const struct fx_step *s,
 		if (s->ino && (uint64_t)st.st_ino != s->ino &&
 		    step_of_ino(j, (uint64_t)st.st_ino))
 			return 0;
-		return move_back(d, s, &st, ss);
+		return move_back(j, (size_t)(s - j->steps), s->dst, &st, ss);
 	case FX_ST_MKDIR:
 		return fx_remove(d, s->dst, 1, ss);
 	default:
@@ -1300,17 +1416,6 @@ static int in_dir(struct fstx_domain *d, const char *p, uint64_t dir)
 	return r < 0 ? r : (uint64_t)st.st_ino == dir;
 }
 
-/* Rule 5a: are path a, in directory adir when its step ran, and path b,
- * in bdir, one name (one path, or one name in one directory)? */
-static int same_name(const char *a, uint64_t adir, const char *b, uint64_t bdir)
-{
-	const char *x = strrchr(a, '/'), *y = strrchr(b, '/');
-
-	if (!strcmp(a, b))
-		return 1;
-	return adir && adir == bdir && x && y && !strcmp(x, y);
-}
-
 /*
  * Rule 5a: undo a step above the mark if, and only if, its object is at
  * its destination.  Such a step can have happened only where the
@@ -1330,10 +1435,15 @@ static int undo_above(const struct jr *j, size_t k, struct fx_syncset *ss)
 	if (!s->ino)
 		return 0;
 	r = fx_lstat(d, s->dst, &st);
-	/* not there: also through a symlink a name of its way is now */
+	/* not there (also through a symlink a name of its way is now), but
+	 * perhaps in its directory at another path (rule 5e) */
 	if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP ||
-	    (r == 0 && (uint64_t)st.st_ino != s->ino))
-		return 0;
+	    (r == 0 && (uint64_t)st.st_ino != s->ino)) {
+		char at[PATH_MAX];
+
+		r = locate(j, k, at, &st);
+		return r <= 0 ? r : move_back(j, k, at, &st, ss);
+	}
 	if (r < 0)
 		return r;
 	/* its inode at dst, another object at src (the later steps undone
@@ -1354,11 +1464,13 @@ static int undo_above(const struct jr *j, size_t k, struct fx_syncset *ss)
 	 * had (a hard link: rename b old exchange, rename hard b exchange),
 	 * which that step, not run either, was to move; not this step's
 	 * rename.  (Had this step run, that one would have too.)  test_crash
-	 * kill_hard_names, cli.bats "hard links exchanged" */
-	for (size_t i = 0; i < k; i++)
-		if (j->steps[i].kind == FX_ST_MOVE && j->steps[i].ino == s->ino &&
-		    same_name(j->steps[i].src, j->steps[i].sdir, s->dst, s->ddir))
-			return 0;
+	 * kill_hard_names, cli.bats "hard links exchanged".  Not a directory,
+	 * which has one name: moved away and back, both steps may have run
+	 * with the names changed under it between them, and reversing both
+	 * (later steps first) is a no-op where neither did (test_powerloss
+	 * power_loss_names) */
+	if (!S_ISDIR(st.st_mode) && name_it_had(j, k))
+		return 0;
 	/* and not where a directory on the way to dst is not the one the
 	 * steps before it put there: dst is then a name of another
 	 * directory (d/h, a hard link, under the d a step moved away,
@@ -1366,7 +1478,7 @@ static int undo_above(const struct jr *j, size_t k, struct fx_syncset *ss)
 	 * kill_link_under_moved, rebooted) */
 	if ((r = way_kept(d, j, k)) <= 0)
 		return r;
-	return move_back(d, s, &st, ss);
+	return move_back(j, k, s->dst, &st, ss);
 }
 
 /*

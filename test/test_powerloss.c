@@ -1004,6 +1004,30 @@ static void power_loss_fsync(void **state)
 }
 
 /*
+ * Renames among the names of one hard-linked file (b and hard), and a
+ * directory moved away and back around a change of a name under it: the
+ * progress marks may persist without the steps they precede (any subset
+ * of the unsynced name changes), and an undo below the mark that finds
+ * both of a step's names holding its object must not take away a name
+ * the object had before (journal.c move_back()).
+ */
+static const char *const names_tx[] = {
+	"rename b t9\nrename hard b\nrename t9 hard\n",
+	"rename hard t9\nrename b hard\nrename t9 b\nopen 0 b O_WRONLY\n"
+	"pwrite 0 \"w\" 0\n",
+	"rename d d2\nrename d2/c d2/c2\nrename d2 d\nrename d/c2 d/c\n"
+	"setxattr a user.u \"1\"\n",
+	"rename d e2\nrename e2/c c2\nrename e2 d\nrename c2 d/c\nsetxattr a user.u \"1\"\n",
+};
+
+static void power_loss_names(void **state)
+{
+	(void)state;
+	pl_run((char **)names_tx, sizeof(names_tx) / sizeof(names_tx[0]),
+	       "power-loss names of one file");
+}
+
+/*
  * Crash-only transactions, then a durable one on the same handle: once it
  * returned, power loss keeps every crash-only change too (fstx(7)).  The
  * undo way's objects are fsynced from the handle's debt (trans.c
@@ -1054,6 +1078,7 @@ int main(void)
 		cmocka_unit_test(power_loss_rollback),
 		cmocka_unit_test(power_loss_fsync),
 		cmocka_unit_test(power_loss_debt),
+		cmocka_unit_test(power_loss_names),
 	};
 
 	corpus_load();
