@@ -255,16 +255,22 @@ static void kill_hard_names(void **state)
 	sweep_hand(tx, 2, 2, 1, NULL, "names of one file");
 }
 
+/* Name to, another name of from, in tree d. */
+static void link_rel(const char *d, const char *from, const char *to)
+{
+	char *a, *b;
+
+	if (asprintf(&a, "%s/%s", d, from) < 0 || asprintf(&b, "%s/%s", d, to) < 0)
+		abort();
+	assert_int_equal(link(a, b), 0);
+	free(a);
+	free(b);
+}
+
 /* d/h, another name of b, in a directory the transaction moves away. */
 static void link_in_d(const char *d)
 {
-	char *b, *h;
-
-	if (asprintf(&b, "%s/b", d) < 0 || asprintf(&h, "%s/d/h", d) < 0)
-		abort();
-	assert_int_equal(link(b, h), 0);
-	free(b);
-	free(h);
+	link_rel(d, "b", "d/h");
 }
 
 /*
@@ -316,14 +322,8 @@ static void kill_through_symlink(void **state)
 /* d/h another name of b (link_in_d), y another name of d/e/f. */
 static void links_in_d(const char *d)
 {
-	char *f, *y;
-
 	link_in_d(d);
-	if (asprintf(&f, "%s/d/e/f", d) < 0 || asprintf(&y, "%s/y", d) < 0)
-		abort();
-	assert_int_equal(link(f, y), 0);
-	free(f);
-	free(y);
+	link_rel(d, "d/e/f", "y");
 }
 
 /*
