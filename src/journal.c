@@ -1059,9 +1059,9 @@ static int same_name(const char *a, uint64_t adir, const char *b, uint64_t bdir)
 {
 	const char *x = strrchr(a, '/'), *y = strrchr(b, '/');
 
-	if (!strcmp(a, b))
-		return 1;
-	return adir && adir == bdir && x && y && !strcmp(x, y);
+	if (adir && bdir && x && y) /* both known: the directory decides */
+		return adir == bdir && !strcmp(x, y);
+	return !strcmp(a, b);
 }
 
 /* Does a MOVE of steps [i, k) of inode ino hold it at its destination
@@ -1203,6 +1203,13 @@ static int undo_step(const struct jr *j, const struct fx_step *s,
 		if (s->ino && (uint64_t)st.st_ino != s->ino &&
 		    step_of_ino(j, (uint64_t)st.st_ino))
 			return 0;
+		if (s->ino && (uint64_t)st.st_ino != s->ino) { /* rule 5e */
+			char at[PATH_MAX];
+			struct stat lt;
+
+			if ((b = locate(j, (size_t)(s - j->steps), at, &lt)) != 0)
+				return b < 0 ? b : move_back(j, (size_t)(s - j->steps), at, &lt, ss);
+		}
 		return move_back(j, (size_t)(s - j->steps), s->dst, &st, ss);
 	case FX_ST_MKDIR:
 		return fx_remove(d, s->dst, 1, ss);

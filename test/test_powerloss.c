@@ -1004,8 +1004,9 @@ static void power_loss_fsync(void **state)
 }
 
 /*
- * Renames among the names of one hard-linked file (b and hard), and a
- * directory moved away and back around a change of a name under it: the
+ * Renames among the names of one hard-linked file (b and hard), a
+ * directory moved away and back around a change of a name under it, and
+ * a name given back at its path under another directory: the
  * progress marks may persist without the steps they precede (any subset
  * of the unsynced name changes), and an undo below the mark that finds
  * both of a step's names holding its object must not take away a name
@@ -1018,6 +1019,11 @@ static const char *const names_tx[] = {
 	"rename d d2\nrename d2/c d2/c2\nrename d2 d\nrename d/c2 d/c\n"
 	"setxattr a user.u \"1\"\n",
 	"rename d e2\nrename e2/c c2\nrename e2 d\nrename c2 d/c\nsetxattr a user.u \"1\"\n",
+	"rename d d2\nrename d2/e d2/e2\nmkdir d2/e\nrename d2 d\nrename a d/e/f\n"
+	"setxattr b user.u \"1\"\n",
+	/* one path, another directory: d/c before and after d's exchange */
+	"rename d/c x\nrename d empty exchange\nrename x d/c\nsetxattr a user.u \"1\"\n",
+	"rename d/c x\nrename d d2\nmkdir d\nrename x d/c\nsetxattr a user.u \"1\"\n",
 };
 
 static void power_loss_names(void **state)
