@@ -113,6 +113,9 @@
  *     persisted and a step before it that moved that directory (or one
  *     above) did not: the paths the directory had before the earlier
  *     steps are tried (locate()), and the object moved back from there.
+ *     Below the mark, its object at dst's path in another directory is
+ *     another name of it (a hard link) where the step did not persist:
+ *     left there, unless the step's is found so.
  *     Then sizes, data ranges and xattrs of initial objects are restored at
  *     their initial paths (checked by inode number).  Undo is idempotent, so
  *     a crash during recovery is recovered by running it again.
@@ -1053,6 +1056,22 @@ int fx_move(struct fstx_domain *d, const char *src, const char *dst,
 	return r;
 }
 
+/* Rules 5a, 5d: is the directory p is in now the one of inode dir (0: not
+ * known, yes)?  1 yes, 0 no, -errno. */
+static int in_dir(struct fstx_domain *d, const char *p, uint64_t dir)
+{
+	char buf[PATH_MAX];
+	struct stat st;
+	int r;
+
+	if (!dir || !strchr(p, '/'))
+		return 1;
+	r = fx_lstat(d, fx_dirname(p, buf), &st);
+	if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP)
+		return 0;
+	return r < 0 ? r : (uint64_t)st.st_ino == dir;
+}
+
 /* Rules 5a, 5d: are path a, in directory adir when its step ran, and
  * path b, in bdir, one name (one path, or one name in one directory)? */
 static int same_name(const char *a, uint64_t adir, const char *b, uint64_t bdir)
@@ -1203,6 +1222,18 @@ static int undo_step(const struct jr *j, const struct fx_step *s,
 		if (s->ino && (uint64_t)st.st_ino != s->ino &&
 		    step_of_ino(j, (uint64_t)st.st_ino))
 			return 0;
+		if (s->ino && (uint64_t)st.st_ino == s->ino &&
+		    (b = in_dir(d, s->dst, s->ddir)) <= 0) {
+			/* its object, but in another directory: another
+			 * name of it (a hard link), where the step did not
+			 * persist; or the step's elsewhere (rule 5e) */
+			char at[PATH_MAX];
+			struct stat lt;
+
+			if (b == 0 && (b = locate(j, (size_t)(s - j->steps), at, &lt)) > 0)
+				return move_back(j, (size_t)(s - j->steps), at, &lt, ss);
+			return b;
+		}
 		if (s->ino && (uint64_t)st.st_ino != s->ino) { /* rule 5e */
 			char at[PATH_MAX];
 			struct stat lt;
@@ -1405,22 +1436,6 @@ static int way_kept(struct fstx_domain *d, const struct jr *j, size_t k)
 			return 0;
 	}
 	return 1;
-}
-
-/* Rule 5a: is the directory p is in now the one of inode dir (0: not
- * known, yes)?  1 yes, 0 no, -errno. */
-static int in_dir(struct fstx_domain *d, const char *p, uint64_t dir)
-{
-	char buf[PATH_MAX];
-	struct stat st;
-	int r;
-
-	if (!dir || !strchr(p, '/'))
-		return 1;
-	r = fx_lstat(d, fx_dirname(p, buf), &st);
-	if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP)
-		return 0;
-	return r < 0 ? r : (uint64_t)st.st_ino == dir;
 }
 
 /*
