@@ -1188,6 +1188,19 @@ static int locate(const struct jr *j, size_t k, char buf[PATH_MAX], struct stat 
 	return 0;
 }
 
+/* Rule 5e: step k's object found elsewhere (locate()) and moved back
+ * from there: 1, 0 not found, -errno. */
+static int move_back_located(const struct jr *j, size_t k, struct fx_syncset *ss)
+{
+	char at[PATH_MAX];
+	struct stat st;
+	int r = locate(j, k, at, &st);
+
+	if (r > 0 && (r = move_back(j, k, at, &st, ss)) == 0)
+		r = 1;
+	return r;
+}
+
 /* Does a MOVE of journal j name inode ino? */
 static int step_of_ino(const struct jr *j, uint64_t ino)
 {
@@ -1197,10 +1210,10 @@ static int step_of_ino(const struct jr *j, uint64_t ino)
 	return 0;
 }
 
-/* Rule 5: undo one step if it happened. */
-static int undo_step(const struct jr *j, const struct fx_step *s,
-		     struct fx_syncset *ss)
+/* Rule 5: undo step k if it happened. */
+static int undo_step(const struct jr *j, size_t k, struct fx_syncset *ss)
 {
+	const struct fx_step *s = &j->steps[k];
 	struct fstx_domain *d = j->d;
 	struct stat st;
 	int b;
@@ -1208,12 +1221,8 @@ static int undo_step(const struct jr *j, const struct fx_step *s,
 	switch (s->kind) {
 	case FX_ST_MOVE:
 		b = fx_lstat(d, s->dst, &st);
-		if (b == -ENOENT || b == -ENOTDIR) { /* or elsewhere: rule 5e */
-			char at[PATH_MAX];
-
-			b = locate(j, (size_t)(s - j->steps), at, &st);
-			return b <= 0 ? b : move_back(j, (size_t)(s - j->steps), at, &st, ss);
-		}
+		if (b == -ENOENT || b == -ENOTDIR) /* or elsewhere: rule 5e */
+			return (b = move_back_located(j, k, ss)) < 0 ? b : 0;
 		if (b < 0)
 			return b;
 		/* the object of another step there: that step's undo put it
@@ -1222,26 +1231,16 @@ static int undo_step(const struct jr *j, const struct fx_step *s,
 		if (s->ino && (uint64_t)st.st_ino != s->ino &&
 		    step_of_ino(j, (uint64_t)st.st_ino))
 			return 0;
+		/* its object, but in another directory: another name of it
+		 * (a hard link), where the step did not persist; or the
+		 * step's elsewhere (rule 5e) */
 		if (s->ino && (uint64_t)st.st_ino == s->ino &&
-		    (b = in_dir(d, s->dst, s->ddir)) <= 0) {
-			/* its object, but in another directory: another
-			 * name of it (a hard link), where the step did not
-			 * persist; or the step's elsewhere (rule 5e) */
-			char at[PATH_MAX];
-			struct stat lt;
-
-			if (b == 0 && (b = locate(j, (size_t)(s - j->steps), at, &lt)) > 0)
-				return move_back(j, (size_t)(s - j->steps), at, &lt, ss);
-			return b;
-		}
-		if (s->ino && (uint64_t)st.st_ino != s->ino) { /* rule 5e */
-			char at[PATH_MAX];
-			struct stat lt;
-
-			if ((b = locate(j, (size_t)(s - j->steps), at, &lt)) != 0)
-				return b < 0 ? b : move_back(j, (size_t)(s - j->steps), at, &lt, ss);
-		}
-		return move_back(j, (size_t)(s - j->steps), s->dst, &st, ss);
+		    (b = in_dir(d, s->dst, s->ddir)) <= 0)
+			return b < 0 ? b : (b = move_back_located(j, k, ss)) < 0 ? b : 0;
+		if (s->ino && (uint64_t)st.st_ino != s->ino && /* rule 5e */
+		    (b = move_back_located(j, k, ss)) != 0)
+			return b < 0 ? b : 0;
+		return move_back(j, k, s->dst, &st, ss);
 	case FX_ST_MKDIR:
 		return fx_remove(d, s->dst, 1, ss);
 	default:
@@ -1460,12 +1459,8 @@ static int undo_above(const struct jr *j, size_t k, struct fx_syncset *ss)
 	/* not there (also through a symlink a name of its way is now), but
 	 * perhaps in its directory at another path (rule 5e) */
 	if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP ||
-	    (r == 0 && (uint64_t)st.st_ino != s->ino)) {
-		char at[PATH_MAX];
-
-		r = locate(j, k, at, &st);
-		return r <= 0 ? r : move_back(j, k, at, &st, ss);
-	}
+	    (r == 0 && (uint64_t)st.st_ino != s->ino))
+		return (r = move_back_located(j, k, ss)) < 0 ? r : 0;
 	if (r < 0)
 		return r;
 	/* its inode at dst, another object at src (the later steps undone
@@ -1532,7 +1527,7 @@ static int journal_undo(struct jr *j)
 			return r;
 	for (long i = mark; i >= 0; i--)
 		if ((r = fx_mark_set(j->d, i)) < 0 ||
-		    (r = undo_step(j, &j->steps[i], j->ss)) < 0)
+		    (r = undo_step(j, (size_t)i, j->ss)) < 0)
 			return r;
 	/* Sizes first, then data inside them, then xattrs (rule 5). */
 	for (int pass = J_SIZE; pass <= J_XATTR; pass++)
