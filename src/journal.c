@@ -103,11 +103,14 @@
  *     name the object had: a step before it moved the inode away from
  *     that name (one directory inode and name, rule 5a) and neither it
  *     nor a later step before this one holds the inode at its
- *     destination (name_it_had()).  A directory, which has one name, is
- *     moved back whatever its earlier steps: reversing a move away and
- *     one back is a no-op where neither ran.  test_powerloss
- *     power_loss_names (hard-link renames, directories moved away and
- *     back: torn before).
+ *     destination (name_it_had()).  Where its destination alone holds
+ *     it, such a name is left too: a link made there (its source in
+ *     .fstx/new/) leaves that name of the initial tree whether it
+ *     persisted or not ("rename hard h2; link b hard").  A directory,
+ *     which has one name, is moved back whatever its earlier steps:
+ *     reversing a move away and one back is a no-op where neither ran.
+ *     test_powerloss power_loss_names (hard-link renames, a link made at
+ *     a name moved away, directories moved away and back: torn before).
  *  5e. A MOVE's object not at its destination's path may be in the
  *     directory the step put it in at another path, where the step
  *     persisted and a step before it that moved that directory (or one
@@ -1128,8 +1131,12 @@ static int move_back(const struct jr *j, size_t k, const char *dst,
 	struct stat cur;
 	int r = fx_lstat(d, s->src, &cur);
 
+	/* the destination a name the object had (rule 5d): the step that
+	 * moved it away from there did not persist, so the name is the
+	 * initial tree's, whether this step (a link made there) did or not */
 	if (r == -ENOENT)
-		return fx_move(d, dst, s->src, ss);
+		return !S_ISDIR(st->st_mode) && name_it_had(j, k) ? 0 :
+		       fx_move(d, dst, s->src, ss);
 	if (r < 0)
 		return r;
 	if (cur.st_ino == st->st_ino && !S_ISDIR(st->st_mode))

@@ -1005,12 +1005,13 @@ static void power_loss_fsync(void **state)
 
 /*
  * Renames among the names of one hard-linked file (b and hard), a
- * directory moved away and back around a change of a name under it, and
- * a name given back at its path under another directory: the
- * progress marks may persist without the steps they precede (any subset
- * of the unsynced name changes), and an undo below the mark that finds
- * both of a step's names holding its object must not take away a name
- * the object had before (journal.c move_back()).
+ * directory moved away and back around a change of a name under it, a
+ * name given back at its path under another directory, and a link made
+ * at a name the file had: the progress marks may persist without the
+ * steps they precede (any subset of the unsynced name changes), and an
+ * undo below the mark that finds a step's object at its destination
+ * (at its source too, or not) must not take away a name the object had
+ * before (journal.c move_back()).
  */
 static const char *const names_tx[] = {
 	"rename b t9\nrename hard b\nrename t9 hard\n",
@@ -1024,6 +1025,8 @@ static const char *const names_tx[] = {
 	/* one path, another directory: d/c before and after d's exchange */
 	"rename d/c x\nrename d empty exchange\nrename x d/c\nsetxattr a user.u \"1\"\n",
 	"rename d/c x\nrename d d2\nmkdir d\nrename x d/c\nsetxattr a user.u \"1\"\n",
+	/* a link made at a name the file had, its move away lost */
+	"rename hard h2\nlink b hard\nsetxattr a user.u \"1\"\n",
 };
 
 static void power_loss_names(void **state)
