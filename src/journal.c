@@ -115,10 +115,18 @@
  *     directory the step put it in at another path, where the step
  *     persisted and a step before it that moved that directory (or one
  *     above) did not: the paths the directory had before the earlier
- *     steps are tried (locate()), and the object moved back from there.
- *     Below the mark, its object at dst's path in another directory is
- *     another name of it (a hard link) where the step did not persist:
- *     left there, unless the step's is found so.
+ *     steps are tried (locate()), and the object moved back from there,
+ *     unless that is a name it had (rule 5d's test, directories too: a
+ *     directory moved away and back by steps that did not persist is
+ *     where it was).  A MOVE is reversed into the directory it took its
+ *     object from, wherever that is: its source's earlier paths are
+ *     tried the same way where the directory at the source's path is
+ *     another or none (src_now()).  Below the mark, its object at dst's
+ *     path in another directory is another name of it (a hard link)
+ *     where the step did not persist: left there, unless the step's is
+ *     found so.  test_powerloss power_loss_names (a directory moved
+ *     away and back inside one that moved, a file removed under a
+ *     directory that moved: torn before).
  *     Then sizes, data ranges and xattrs of initial objects are restored at
  *     their initial paths (checked by inode number).  Undo is idempotent, so
  *     a crash during recovery is recovered by running it again.
@@ -1059,6 +1067,13 @@ int fx_move(struct fstx_domain *d, const char *src, const char *dst,
 	return r;
 }
 
+/* Is r an error other than "not there" (a missing name, a file or a
+ * symlink loop on the way)? */
+static int real_err(int r)
+{
+	return r < 0 && r != -ENOENT && r != -ENOTDIR && r != -ELOOP;
+}
+
 /* Rules 5a, 5d: is the directory p is in now the one of inode dir (0: not
  * known, yes)?  1 yes, 0 no, -errno. */
 static int in_dir(struct fstx_domain *d, const char *p, uint64_t dir)
@@ -1070,9 +1085,9 @@ static int in_dir(struct fstx_domain *d, const char *p, uint64_t dir)
 	if (!dir || !strchr(p, '/'))
 		return 1;
 	r = fx_lstat(d, fx_dirname(p, buf), &st);
-	if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP)
-		return 0;
-	return r < 0 ? r : (uint64_t)st.st_ino == dir;
+	if (real_err(r))
+		return r;
+	return r == 0 && (uint64_t)st.st_ino == dir;
 }
 
 /* Rules 5a, 5d: are path a, in directory adir when its step ran, and
@@ -1115,6 +1130,90 @@ static int name_it_had(const struct jr *j, size_t k)
 }
 
 /*
+ * Rule 5e: where is directory inode dir, which held path p's parent when
+ * step k ran, now that a step before k that moved it (or a directory
+ * above it) may not have persisted?  The paths p's parent had before the
+ * earlier steps are tried (mapped back through them, last first): 1 and
+ * the path of dir in par, 0 not found, -errno.
+ */
+static int dir_before(const struct jr *j, size_t k, const char *p, uint64_t dir,
+		      char par[PATH_MAX])
+{
+	char prev[PATH_MAX];
+	struct stat st;
+	int r;
+
+	fx_dirname(p, par);
+	for (size_t i = k; i-- > 0;) {
+		const struct fx_step *m = &j->steps[i];
+		size_t n = strlen(m->dst);
+
+		if (m->kind != FX_ST_MOVE || !m->src || strncmp(par, m->dst, n) ||
+		    (par[n] && par[n] != '/'))
+			continue;
+		if ((size_t)snprintf(prev, sizeof(prev), "%s%s", m->src, par + n) >= sizeof(prev))
+			return 0;
+		memcpy(par, prev, PATH_MAX);
+		r = fx_lstat(j->d, par, &st);
+		if (real_err(r))
+			return r;
+		if (r == 0 && (uint64_t)st.st_ino == dir)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Rule 5e: step k's object, not at its destination's path, may be in the
+ * directory the step put it in (s->ddir) at another path: the step
+ * persisted where a step before it that moved that directory, or one
+ * above it, did not (power loss; a new directory made, a file moved into
+ * it, its parent's rename lost).  1 and the object's path in buf where
+ * that directory (dir_before()) holds the object under dst's name (*st
+ * its stat), 0 not found, -errno.
+ */
+static int locate(const struct jr *j, size_t k, char buf[PATH_MAX], struct stat *st)
+{
+	const struct fx_step *s = &j->steps[k];
+	const char *base = strrchr(s->dst, '/');
+	char par[PATH_MAX];
+	int r;
+
+	if (!s->ddir || !s->ino || !base)
+		return 0;
+	if ((r = dir_before(j, k, s->dst, s->ddir, par)) <= 0)
+		return r;
+	if ((size_t)snprintf(buf, PATH_MAX, "%s%s", par, base) >= PATH_MAX)
+		return 0;
+	r = fx_lstat(j->d, buf, st);
+	if (real_err(r))
+		return r;
+	/* not a name the object had there (rule 5a's test; a directory
+	 * moved away and back, neither move persisted, is where it was) */
+	return r == 0 && (uint64_t)st->st_ino == s->ino && !name_it_had(j, k);
+}
+
+/*
+ * Rule 5e for the source: step k moved its object out of directory
+ * s->sdir; where a step before it that moved that directory did not
+ * persist, the directory is at an earlier path and the object goes back
+ * there.  1 and that path in buf, 0 s->src as it is, -errno.
+ */
+static int src_now(const struct jr *j, size_t k, char buf[PATH_MAX])
+{
+	const struct fx_step *s = &j->steps[k];
+	const char *base = strrchr(s->src, '/');
+	char par[PATH_MAX];
+	int r;
+
+	if (!s->sdir || !base || (r = in_dir(j->d, s->src, s->sdir)) > 0)
+		return 0;
+	if (r < 0 || (r = dir_before(j, k, s->src, s->sdir, par)) <= 0)
+		return r;
+	return (size_t)snprintf(buf, PATH_MAX, "%s%s", par, base) < PATH_MAX;
+}
+
+/*
  * Reverse MOVE k, whose object (*st) is at its destination.  Both names
  * holding the one inode is the rename half persisted (btrfs can replay an
  * fsynced inode's new name and keep the old one): dropping the new name
@@ -1128,15 +1227,22 @@ static int move_back(const struct jr *j, size_t k, const char *dst,
 {
 	const struct fx_step *s = &j->steps[k];
 	struct fstx_domain *d = j->d;
+	char buf[PATH_MAX];
+	const char *src = s->src;
 	struct stat cur;
-	int r = fx_lstat(d, s->src, &cur);
+	int r = src_now(j, k, buf);
 
+	if (r < 0)
+		return r;
+	if (r > 0)
+		src = buf;
+	r = fx_lstat(d, src, &cur);
 	/* the destination a name the object had (rule 5d): the step that
 	 * moved it away from there did not persist, so the name is the
 	 * initial tree's, whether this step (a link made there) did or not */
 	if (r == -ENOENT)
 		return !S_ISDIR(st->st_mode) && name_it_had(j, k) ? 0 :
-		       fx_move(d, dst, s->src, ss);
+		       fx_move(d, dst, src, ss);
 	if (r < 0)
 		return r;
 	if (cur.st_ino == st->st_ino && !S_ISDIR(st->st_mode))
@@ -1146,53 +1252,6 @@ static int move_back(const struct jr *j, size_t k, const char *dst,
 	if (s->ino && (uint64_t)cur.st_ino == s->ino)
 		return 0;
 	return -EUCLEAN;
-}
-
-/*
- * Rule 5e: step k's object, not at its destination's path, may be in the
- * directory the step put it in (s->ddir) at another path: the step
- * persisted where a step before it that moved that directory, or one
- * above it, did not (power loss; a new directory made, a file moved into
- * it, its parent's rename lost).  The paths the directory had before
- * the earlier steps (dst's parent mapped back through them, last first)
- * are tried: 1 and the object's path in buf where that directory holds
- * the object under dst's name (*st its stat), 0 not found, -errno.
- */
-static int locate(const struct jr *j, size_t k, char buf[PATH_MAX], struct stat *st)
-{
-	const struct fx_step *s = &j->steps[k];
-	const char *base = strrchr(s->dst, '/');
-	char par[PATH_MAX], prev[PATH_MAX];
-	int r;
-
-	if (!s->ddir || !s->ino || !base)
-		return 0;
-	fx_dirname(s->dst, par);
-	for (size_t i = k; i-- > 0;) {
-		const struct fx_step *m = &j->steps[i];
-		size_t n = strlen(m->dst);
-
-		if (m->kind != FX_ST_MOVE || !m->src || strncmp(par, m->dst, n) ||
-		    (par[n] && par[n] != '/'))
-			continue;
-		if ((size_t)snprintf(prev, sizeof(prev), "%s%s", m->src, par + n) >= sizeof(prev))
-			return 0;
-		memcpy(par, prev, sizeof(par));
-		r = fx_lstat(j->d, par, st);
-		if (r < 0 && r != -ENOENT && r != -ENOTDIR && r != -ELOOP)
-			return r;
-		if (r < 0 || (uint64_t)st->st_ino != s->ddir)
-			continue;
-		if ((size_t)snprintf(buf, PATH_MAX, "%s%s", par, base) >= PATH_MAX)
-			return 0;
-		r = fx_lstat(j->d, buf, st);
-		if (r < 0 && r != -ENOENT && r != -ENOTDIR && r != -ELOOP)
-			return r;
-		/* not a name the object had there (rule 5a's test) */
-		return r == 0 && (uint64_t)st->st_ino == s->ino &&
-		       (S_ISDIR(st->st_mode) || !name_it_had(j, k));
-	}
-	return 0;
 }
 
 /* Rule 5e: step k's object found elsewhere (locate()) and moved back
@@ -1436,7 +1495,7 @@ static int way_kept(struct fstx_domain *d, const struct jr *j, size_t k)
 		if (i == SIZE_MAX || strcmp(j->steps[i].dst, a) || !j->steps[i].ino)
 			continue; /* the tree's, or moved away last: nothing to say */
 		r = fx_lstat(d, a, &st);
-		if (r < 0 && r != -ENOENT && r != -ENOTDIR && r != -ELOOP)
+		if (real_err(r))
 			return r;
 		if (r < 0 || (uint64_t)st.st_ino != j->steps[i].ino)
 			return 0;
@@ -1476,7 +1535,7 @@ static int undo_above(const struct jr *j, size_t k, struct fx_syncset *ss)
 	r = fx_lstat(d, s->src, &cur);
 	if (r == 0 && cur.st_ino != st.st_ino)
 		return 0;
-	if (r < 0 && r != -ENOENT && r != -ENOTDIR && r != -ELOOP)
+	if (real_err(r))
 		return r;
 	/* its inode at dst, but dst in another directory than the one the
 	 * step puts it in: a name it had (d/c, where d came back after d2/c

@@ -1011,7 +1011,11 @@ static void power_loss_fsync(void **state)
  * steps they precede (any subset of the unsynced name changes), and an
  * undo below the mark that finds a step's object at its destination
  * (at its source too, or not) must not take away a name the object had
- * before (journal.c move_back()).
+ * before (journal.c move_back()).  A directory moved away and back
+ * inside one that moved, and a file removed under a directory that
+ * moved: an object goes back into the directory it came from, wherever
+ * that is (rule 5e, src_now()), and a directory moved away and back by
+ * steps that did not persist stays where it was.
  */
 static const char *const names_tx[] = {
 	"rename b t9\nrename hard b\nrename t9 hard\n",
@@ -1027,6 +1031,11 @@ static const char *const names_tx[] = {
 	"rename d/c x\nrename d d2\nmkdir d\nrename x d/c\nsetxattr a user.u \"1\"\n",
 	/* a link made at a name the file had, its move away lost */
 	"rename hard h2\nlink b hard\nsetxattr a user.u \"1\"\n",
+	/* a directory moved out of one that moved, and back */
+	"rename old o2\nrename d old\nrename old/e e2\nrename e2 old/e\n"
+	"setxattr a user.u \"1\"\n",
+	/* a file removed from under a directory that moved */
+	"rename d d2\nunlink d2/e/f\nmkdir d\nrename d2 x\nsetxattr a user.u \"1\"\n",
 };
 
 static void power_loss_names(void **state)
