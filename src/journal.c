@@ -146,7 +146,9 @@
  *     If barrier 3 fails, the transaction is rolled back from the intact
  *     journal, ignoring its COMMIT.  An undo ends with one fsync of each
  *     object it changed back (the files it restored, both parent
- *     directories of every step it reversed or removed), then the marks'
+ *     directories of every step it reversed or removed, and the
+ *     directories every step below the mark names now: a reversal left
+ *     out leaves the page cache's names, step_dirs()), then the marks'
  *     removal, fsync of .fstx/ (also when crash-only: the journal's new
  *     size is synced next), truncate, fdatasync.
  *  7. A failed barrier is never retried as if it had succeeded: the
@@ -1577,6 +1579,32 @@ static int same_epoch(const struct jr *j)
 	       !memcmp(now, j->epoch, J_EPOCH);
 }
 
+/*
+ * Rule 6: the directories step k's names are in now join the undo's
+ * barrier, whether or not the step was reversed.  A reversal left out (a
+ * name the object had, rule 5d; a move away and back) leaves the names
+ * as the page cache has them, the step's own renames among them, and
+ * only those directories' fsync makes that so on disk before the journal
+ * goes (test_powerloss power_loss_names: "rename old d/e/x; rename d/e/x
+ * old", then a failure).  A directory not there now holds none of them.
+ */
+static int step_dirs(const struct jr *j, size_t k)
+{
+	const char *p[2] = { j->steps[k].src, j->steps[k].dst }, *name;
+
+	for (int i = 0; i < 2 && j->ss; i++) {
+		int dfd = p[i] ? fx_parent(j->d, p[i], &name) : -ENOENT;
+
+		if (real_err(dfd))
+			return dfd;
+		if (dfd >= 0) {
+			fx_ss_dir(j->ss, dfd);
+			fx_os.close(dfd);
+		}
+	}
+	return 0;
+}
+
 static int journal_undo(struct jr *j)
 {
 	int r, mark = fx_mark_get(j->d), live;
@@ -1593,7 +1621,8 @@ static int journal_undo(struct jr *j)
 			return r;
 	for (long i = mark; i >= 0; i--)
 		if ((r = fx_mark_set(j->d, i)) < 0 ||
-		    (r = undo_step(j, (size_t)i, j->ss)) < 0)
+		    (r = undo_step(j, (size_t)i, j->ss)) < 0 ||
+		    (r = step_dirs(j, (size_t)i)) < 0)
 			return r;
 	/* Sizes first, then data inside them, then xattrs (rule 5). */
 	for (int pass = J_SIZE; pass <= J_XATTR; pass++)

@@ -1036,6 +1036,9 @@ static const char *const names_tx[] = {
 	"setxattr a user.u \"1\"\n",
 	/* a file removed from under a directory that moved */
 	"rename d d2\nunlink d2/e/f\nmkdir d\nrename d2 x\nsetxattr a user.u \"1\"\n",
+	/* the undo way (a trusted.* xattr): a round trip, then a failure;
+	 * nothing to reverse, and the directories still to fsync */
+	"setxattr a trusted.x \"1\"\nrename old d/e/x\nrename d/e/x old\nrename nothere ln\n",
 };
 
 static void power_loss_names(void **state)
