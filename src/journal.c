@@ -101,9 +101,10 @@
  *     run.  Where both names hold its object (the rename half persisted,
  *     or a hard link), the destination is dropped only if it is not a
  *     name the object had: a step before it moved the inode away from
- *     that name (one directory inode and name, rule 5a) and neither it
- *     nor a later step before this one holds the inode at its
- *     destination (name_it_had()).  Where its destination alone holds
+ *     that name (one directory inode and name, rule 5a) and neither the
+ *     last such step nor a later one before this one holds the inode at
+ *     its destination, other than that name (name_it_had(): "rename b
+ *     m; link hard b; unlink b; link hard b").  Where its destination alone holds
  *     it, such a name is left too: a link made there (its source in
  *     .fstx/new/) leaves that name of the initial tree whether it
  *     persisted or not ("rename hard h2; link b hard").  A directory,
@@ -1103,31 +1104,38 @@ static int same_name(const char *a, uint64_t adir, const char *b, uint64_t bdir)
 	return !strcmp(a, b);
 }
 
-/* Does a MOVE of steps [i, k) of inode ino hold it at its destination
- * now?  Then step i ran (power loss kept it). */
-static int moved_on(const struct jr *j, size_t i, size_t k, uint64_t ino)
+/* Does a MOVE of steps [i, k) of step k's inode hold it at its
+ * destination now, a name other than step k's destination?  Then step i
+ * ran (power loss kept it).  The inode at step k's destination says
+ * nothing: that is the name in question. */
+static int moved_on(const struct jr *j, size_t i, size_t k)
 {
+	const struct fx_step *s = &j->steps[k];
 	struct stat st;
 
-	for (; i < k; i++)
-		if (j->steps[i].kind == FX_ST_MOVE && j->steps[i].ino == ino &&
-		    fx_lstat(j->d, j->steps[i].dst, &st) == 0 && (uint64_t)st.st_ino == ino)
+	for (; i < k; i++) {
+		const struct fx_step *m = &j->steps[i];
+
+		if (m->kind == FX_ST_MOVE && m->ino == s->ino &&
+		    !same_name(m->dst, m->ddir, s->dst, s->ddir) &&
+		    fx_lstat(j->d, m->dst, &st) == 0 && (uint64_t)st.st_ino == s->ino)
 			return 1;
+	}
 	return 0;
 }
 
 /* Rules 5a, 5d: does a step before step k move step k's inode away from
- * step k's destination, and did it not run (its inode at none of the
- * names it and the later steps before k move it to)?  That name is then
- * one the object had. */
+ * step k's destination, and did the last such step not run (its inode at
+ * none of the other names it and the later steps before k move it to)?
+ * That name is then one the object had. */
 static int name_it_had(const struct jr *j, size_t k)
 {
 	const struct fx_step *s = &j->steps[k];
 
-	for (size_t i = 0; i < k; i++)
+	for (size_t i = k; i-- > 0;)
 		if (j->steps[i].kind == FX_ST_MOVE && j->steps[i].ino == s->ino &&
 		    same_name(j->steps[i].src, j->steps[i].sdir, s->dst, s->ddir))
-			return !moved_on(j, i, k, s->ino);
+			return !moved_on(j, i, k);
 	return 0;
 }
 

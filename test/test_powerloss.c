@@ -1039,6 +1039,9 @@ static const char *const names_tx[] = {
 	/* the undo way (a trusted.* xattr): a round trip, then a failure;
 	 * nothing to reverse, and the directories still to fsync */
 	"setxattr a trusted.x \"1\"\nrename old d/e/x\nrename d/e/x old\nrename nothere ln\n",
+	/* a name left, linked again, left, linked again: the last move away
+	 * decides whether the name is one the file had */
+	"setxattr a trusted.x \"1\"\nrename b m\nlink hard b\nunlink b\nlink hard b\n",
 };
 
 static void power_loss_names(void **state)
