@@ -702,6 +702,7 @@ struct jr {
 	int have_begin;
 	int committed;
 	char epoch[37];        /* its BEGIN's (rule 5c), "" in older journals */
+	int same_epoch;        /* undone in that epoch: the page cache whole */
 	struct fx_syncset *ss; /* what the undo changed (rule 6) */
 };
 
@@ -1249,9 +1250,12 @@ static int move_back(const struct jr *j, size_t k, const char *dst,
 	r = fx_lstat(d, src, &cur);
 	/* the destination a name the object had (rule 5d): the step that
 	 * moved it away from there did not persist, so the name is the
-	 * initial tree's, whether this step (a link made there) did or not */
+	 * initial tree's, whether this step (a link made there) did or not.
+	 * Power loss alone (rule 5c): in the epoch that ran it, the step
+	 * ran, and its paths may name other directories now (cli.bats
+	 * "a file renamed under a directory moved away and back") */
 	if (r == -ENOENT)
-		return !S_ISDIR(st->st_mode) && name_it_had(j, k) ? 0 :
+		return !j->same_epoch && !S_ISDIR(st->st_mode) && name_it_had(j, k) ? 0 :
 		       fx_move(d, dst, src, ss);
 	if (r < 0)
 		return r;
@@ -1619,7 +1623,8 @@ static int journal_undo(struct jr *j)
 
 	if (mark < 0 && mark != -1)
 		return mark;
-	live = mark + 1 < (long)j->nsteps && same_epoch(j);
+	j->same_epoch = same_epoch(j);
+	live = mark + 1 < (long)j->nsteps && j->same_epoch;
 	if (mark > 0 && (size_t)mark >= j->nsteps)
 		return -EUCLEAN;
 	if (mark == 0 && !j->nsteps)

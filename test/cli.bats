@@ -564,6 +564,27 @@ T
 	[ ! -e "$D/d2" ]
 }
 
+@test "run: a file renamed under a directory moved away and back, then a failure: rolled back whole" {
+	# the undo way (a trusted.* xattr), a failure after the renames ran:
+	# p/q/z was a name of y's inode until "rename n/z n/z2", whose path
+	# names no directory once n moved back to p/q; the rollback must give
+	# y back all the same (journal.c rule 5c: the step ran)
+	[ "$(id -u)" -eq 0 ] || skip "trusted.* xattrs need root"
+	mkdir -p "$D/p/q"
+	printf 'Z\n' > "$D/p/q/z"
+	ln "$D/p/q/z" "$D/y"
+	mkdomain
+	setfattr -n trusted.t -v 1 "$D/a" 2>/dev/null || skip "no trusted.* xattrs here"
+	setfattr -x trusted.t "$D/a"
+	before=$(cd "$D" && stat -c '%i %h %n' a p p/q p/q/z y)
+	printf 'setxattr a trusted.x "v"\nrename p/q n\nrename n/z n/z2\nrename n p/q\nrename y p/q/z\nrename nothere ln\n' > "$TX/h.tx"
+	run "$FSTX" run "$D" "$TX/h.tx"
+	[ "$status" -eq 1 ]
+	[ "$(cd "$D" && stat -c '%i %h %n' a p p/q p/q/z y)" = "$before" ]
+	[ ! -e "$D/n" ]
+	[ ! -e "$D/p/q/z2" ]
+}
+
 @test "run: new objects in a setgid directory take its group, both ways" {
 	getent group nogroup >/dev/null || skip "no group nogroup"
 	mkdir "$D/g"
