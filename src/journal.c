@@ -1105,21 +1105,51 @@ static int same_name(const char *a, uint64_t adir, const char *b, uint64_t bdir)
 	return !strcmp(a, b);
 }
 
+/* Path p, named when step i ran, as the steps after it up to k rename
+ * the directories on its way: into buf, 1 if it differs, else 0. */
+static int path_after(const struct jr *j, size_t i, size_t k, const char *p,
+		      char buf[PATH_MAX])
+{
+	char tmp[PATH_MAX];
+	int moved = 0;
+
+	if ((size_t)snprintf(buf, PATH_MAX, "%s", p) >= PATH_MAX)
+		return 0;
+	for (size_t x = i + 1; x < k; x++) {
+		const struct fx_step *m = &j->steps[x];
+		size_t n = m->src ? strlen(m->src) : 0;
+
+		if (m->kind != FX_ST_MOVE || !n || strncmp(buf, m->src, n) || buf[n] != '/')
+			continue;
+		if ((size_t)snprintf(tmp, sizeof(tmp), "%s%s", m->dst, buf + n) >= sizeof(tmp))
+			return 0;
+		memcpy(buf, tmp, PATH_MAX);
+		moved = 1;
+	}
+	return moved;
+}
+
 /* Does a MOVE of steps [i, k) of step k's inode hold it at its
- * destination now, a name other than step k's destination?  Then step i
- * ran (power loss kept it).  The inode at step k's destination says
+ * destination now (at its path then, or where later steps moved its
+ * directory), a name other than step k's destination?  Then step i ran
+ * (power loss kept it).  The inode at step k's destination says
  * nothing: that is the name in question. */
 static int moved_on(const struct jr *j, size_t i, size_t k)
 {
 	const struct fx_step *s = &j->steps[k];
+	char buf[PATH_MAX];
 	struct stat st;
 
 	for (; i < k; i++) {
 		const struct fx_step *m = &j->steps[i];
 
-		if (m->kind == FX_ST_MOVE && m->ino == s->ino &&
-		    !same_name(m->dst, m->ddir, s->dst, s->ddir) &&
-		    fx_lstat(j->d, m->dst, &st) == 0 && (uint64_t)st.st_ino == s->ino)
+		if (m->kind != FX_ST_MOVE || m->ino != s->ino ||
+		    same_name(m->dst, m->ddir, s->dst, s->ddir))
+			continue;
+		if (fx_lstat(j->d, m->dst, &st) == 0 && (uint64_t)st.st_ino == s->ino)
+			return 1;
+		if (path_after(j, i, k, m->dst, buf) &&
+		    fx_lstat(j->d, buf, &st) == 0 && (uint64_t)st.st_ino == s->ino)
 			return 1;
 	}
 	return 0;

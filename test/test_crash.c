@@ -326,13 +326,39 @@ static void links_in_d(const char *d)
 	link_rel(d, "d/e/f", "y");
 }
 
+/* p/q/z, and y another name of it. */
+static void pq_linked(const char *d)
+{
+	t_write(d, "p/q/z", "zz\n", 3);
+	link_rel(d, "p/q/z", "y");
+}
+
+/*
+ * The undo way (a trusted.* xattr): a directory moved away and back, a
+ * file under it renamed between, another name of that file moved to its
+ * old name, then a failure.  Killed in the rollback and recovered as
+ * after a reboot, rule 5d asks whether the rename under the directory
+ * ran, at a path (n/z2) that names no directory once n moved back
+ * (journal.c moved_on(): y was lost).
+ */
+static void kill_rollback_moved_dir(void **state)
+{
+	static const char *const tx[] = {
+		"setxattr a trusted.x \"v\"\nrename p/q n\nrename n/z n/z2\nrename n p/q\n"
+		"rename y p/q/z\nrename nothere ln\n",
+	};
+
+	(void)state;
+	sweep_hand(tx, 1, 1, 4, pq_linked, "a rollback under a directory moved away and back");
+}
+
 /*
  * The undo way: a directory renamed away and back around a change of a
  * name under it.  The last step puts its object at a name that object
  * (or another name of it) had before the transaction, in the same
  * directory: killed before the steps ran, only the directories' inodes
  * tell that the step did not (journal.c rule 5a, after a reboot; by path,
- * d2/c and d/c are different names).  The last one: a name under a new
+ * d2/c and d/c are different names).  The fourth: a name under a new
  * directory made at the path the old one left.
  */
 static void kill_dir_round_trip(void **state)
@@ -391,6 +417,7 @@ int main(void)
 		cmocka_unit_test(kill_link_under_moved),
 		cmocka_unit_test(kill_through_symlink),
 		cmocka_unit_test(kill_dir_round_trip),
+		cmocka_unit_test(kill_rollback_moved_dir),
 		cmocka_unit_test(kill_random),
 	};
 
