@@ -104,11 +104,16 @@
  *     that name (one directory inode and name, rule 5a) and neither the
  *     last such step nor a later one before this one holds the inode at
  *     its destination, other than that name (name_it_had(): "rename b
- *     m; link hard b; unlink b; link hard b").  Where its destination alone holds
- *     it, such a name is left too: a link made there (its source in
- *     .fstx/new/) leaves that name of the initial tree whether it
- *     persisted or not ("rename hard h2; link b hard").  A directory,
- *     which has one name, is moved back whatever its earlier steps:
+ *     m; link hard b; unlink b; link hard b").  Where its destination
+ *     alone holds it, such a name is left too: a link made there (its
+ *     source in .fstx/new/) leaves that name of the initial tree
+ *     whether it persisted or not ("rename hard h2; link b hard").  Its
+ *     own object at such a name and another at its source: the step
+ *     did not persist either ("rename d/e/f d/c; rename d/c d/e/f", d/c
+ *     replaced; -EUCLEAN before).  These last two are for power loss
+ *     alone (rule 5c: in the epoch that ran them, every step below the
+ *     mark ran).  A directory, which has one name, is moved back
+ *     whatever its earlier steps:
  *     reversing a move away and one back is a no-op where neither ran.
  *     test_powerloss power_loss_names (hard-link renames, a link made at
  *     a name moved away, directories moved away and back: torn before).
@@ -1294,6 +1299,11 @@ static int move_back(const struct jr *j, size_t k, const char *dst,
 	/* its own object still at its source, another at dst: it did not
 	 * run (power loss kept the marks after it, not the step) */
 	if (s->ino && (uint64_t)cur.st_ino == s->ino)
+		return 0;
+	/* another object at its source, its own at a name it had (rule
+	 * 5d): neither this step nor the move away from there persisted
+	 * ("rename d/e/f d/c; rename d/c d/e/f", d/c replaced) */
+	if (!j->same_epoch && !S_ISDIR(st->st_mode) && name_it_had(j, k))
 		return 0;
 	return -EUCLEAN;
 }

@@ -1042,6 +1042,10 @@ static const char *const names_tx[] = {
 	/* a name left, linked again, left, linked again: the last move away
 	 * decides whether the name is one the file had */
 	"setxattr a trusted.x \"1\"\nrename b m\nlink hard b\nunlink b\nlink hard b\n",
+	/* a file over another and back, its directory's parent away and
+	 * back: another object at the source, the file at a name it had */
+	"rename d/e/f d/c\nrename d/c d/e/f\nrename d n\nrename n/e n/e2\nrename n d\n"
+	"setxattr a user.u \"1\"\n",
 };
 
 static void power_loss_names(void **state)
