@@ -1647,7 +1647,9 @@ static int step_dirs(const struct jr *j, size_t k)
 	for (int i = 0; i < 2 && j->ss; i++) {
 		int dfd = p[i] ? fx_parent(j->d, p[i], &name) : -ENOENT;
 
-		if (real_err(dfd))
+		/* one it cannot reach (not there, not searchable) took no
+		 * name of the step's: only a failure of the system counts */
+		if (dfd == -EIO || dfd == -ENOMEM)
 			return dfd;
 		if (dfd >= 0) {
 			fx_ss_dir(j->ss, dfd);
