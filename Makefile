@@ -53,8 +53,8 @@ $(B)/fstx: src/cli.c src/cli_json.c src/cli_json.h $(B)/libfstx.a
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ src/cli.c src/cli_json.c $(B)/libfstx.a -ljansson
 
 $(B)/test_%: test/test_%.c test/helpers.c test/*.h test/faultos.c $(B)/libfstx.a
-	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes $(LDFLAGS) -o $@ $< test/helpers.c \
-		test/faultos.c $(B)/libfstx.a -lcmocka
+	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes -DT_SRCDIR='"$(CURDIR)"' $(LDFLAGS) \
+		-o $@ $< test/helpers.c test/faultos.c $(B)/libfstx.a -lcmocka
 
 $(B)/seed_usertrans $(B)/ergonomic $(B)/interactive: $(B)/%: examples/%.c $(B)/libfstx.a
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libfstx.a
@@ -98,6 +98,7 @@ check: deps all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 	@FSTX_CORPUS_FIRST=$${FSTX_CORPUS_FIRST-6} FSTX_CORPUS_OTHERS=$${FSTX_CORPUS_OTHERS-3} \
 		FSTX_CALL_STRIDE_OTHERS=$${FSTX_CALL_STRIDE_OTHERS-4} \
 		FSTX_LARGE_MB=$${FSTX_LARGE_MB-64} FSTX_BANK_TX_FIRST=$${FSTX_BANK_TX_FIRST-300} \
+		FSTX_NAMES_FIRST=$${FSTX_NAMES_FIRST-2} FSTX_NAMES_OTHERS=$${FSTX_NAMES_OTHERS-1} \
 		bash test/run.sh $(B)
 	@$(MAKE) --no-print-directory SAN=1 check-san
 	@$(MAKE) --no-print-directory -j2 fuzz-build
@@ -106,14 +107,19 @@ check: deps all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 check-san: all $(TEST_BIN) $(EXAMPLES) $(B)/fstxbench
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 FSTX_MATRIX= FSTX_PACKAGING=0 \
 		FSTX_BLOCKCRASH=0 FSTX_CORPUS_FIRST=3 FSTX_LARGE_MB=32 FSTX_BANK_TX_FIRST=100 \
-		FSTX_CALL_STRIDE_FIRST=4 FSTX_PL_STATES=10 \
+		FSTX_CALL_STRIDE_FIRST=4 FSTX_PL_STATES=10 FSTX_NAMES_FIRST=1 \
 		FSTX_SUITES="test_abi test_ops test_txtext test_rollback test_powerloss \
 		test_large test_journal test_race test_bank test_wal test_itx test_lazy cli.bats" \
 		FSTX_LABEL=asan+ubsan bash test/run.sh $(B)
 
-# The whole crash/error harness: every corpus transaction on every filesystem.
+# The whole crash/error harness: every corpus transaction on every filesystem,
+# and the generated name changes of test/names.tx; NAMES_SEED=S NAMES_N=K: K fresh
+# ones from seed S instead (test/gen_names.py).
 crashtest: deps all $(TEST_BIN)
-	@FSTX_PL_STATES=$${FSTX_PL_STATES-60} FSTX_BLOCKCRASH=0 FSTX_CORPUS_OTHERS=0 FSTX_CALL_STRIDE_OTHERS=1 \
+	@if [ -n "$(NAMES_SEED)" ]; then python3 test/gen_names.py $(NAMES_SEED) $(or $(NAMES_N),40) \
+		> $(B)/names-$(NAMES_SEED).tx; fi
+	@$(if $(NAMES_SEED),FSTX_NAMES_TX=$(CURDIR)/$(B)/names-$(NAMES_SEED).tx) \
+		FSTX_PL_STATES=$${FSTX_PL_STATES-60} FSTX_BLOCKCRASH=0 FSTX_CORPUS_OTHERS=0 FSTX_CALL_STRIDE_OTHERS=1 \
 		FSTX_SUITES="test_rollback test_crash test_powerloss test_wal" \
 		bash test/run.sh $(B)
 	@$(MAKE) --no-print-directory crashtest-block

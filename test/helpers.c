@@ -17,6 +17,10 @@
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 
+#ifndef T_SRCDIR
+#define T_SRCDIR "." /* the source tree (test/names.tx): the Makefile says */
+#endif
+
 extern uint64_t fx_clone_min; /* journal.c (internal) */
 extern uint64_t fx_wal_stage_min; /* wal.c (internal) */
 extern uint64_t fx_wal_large; /* wal.c (internal) */
@@ -143,7 +147,13 @@ char *t_read(const char *dir, const char *rel, size_t *len)
 	return buf;
 }
 
-struct sb { char *s; size_t len, cap; };
+/* the text so far, and the names of files with more than one link */
+struct sb {
+	char *s;
+	size_t len, cap;
+	struct { uint64_t ino; char *name; } *ln;
+	size_t nln, cln;
+};
 
 static void sb_add(struct sb *b, const char *fmt, ...)
 {
@@ -243,6 +253,13 @@ static void snap(struct sb *b, const char *root, const char *rel)
 			die(full);
 		sb_add(b, "%s mode=%o nlink=%lu", r, st.st_mode,
 		       S_ISDIR(st.st_mode) ? 0ul : (unsigned long)st.st_nlink);
+		if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
+			if (b->nln == b->cln)
+				b->ln = realloc(b->ln, (b->cln = b->cln ? 2 * b->cln : 8) *
+						       sizeof(*b->ln));
+			b->ln[b->nln].ino = st.st_ino;
+			b->ln[b->nln++].name = strdup(r);
+		}
 		if (S_ISREG(st.st_mode)) {
 			size_t len;
 			char *data = t_read(root, r, &len);
@@ -277,6 +294,19 @@ char *t_snapshot(const char *dir)
 
 	sb_add(&b, "");
 	snap(&b, dir, "");
+	/* which names are one file: each with the first name of its inode
+	 * (names come in sorted order), so a file copied back where a link
+	 * was differs from the tree that had the link */
+	for (size_t i = 0; i < b.nln; i++) {
+		size_t j = 0;
+
+		while (b.ln[j].ino != b.ln[i].ino)
+			j++;
+		sb_add(&b, "link %s = %s\n", b.ln[i].name, b.ln[j].name);
+	}
+	for (size_t i = 0; i < b.nln; i++)
+		free(b.ln[i].name);
+	free(b.ln);
 	return b.s;
 }
 
@@ -316,6 +346,59 @@ void t_populate(const char *dir)
 		free(src);
 	}
 	free(p);
+}
+
+void t_link(const char *dir, const char *from, const char *to)
+{
+	char *a, *b;
+
+	if (asprintf(&a, "%s/%s", dir, from) < 0 || asprintf(&b, "%s/%s", dir, to) < 0)
+		die("asprintf");
+	if (link(a, b) < 0)
+		die(b);
+	free(a);
+	free(b);
+}
+
+void t_names_tree(const char *dir)
+{
+	t_write(dir, "p/q/z", "zz\n", 3);
+	t_link(dir, "b", "d/h");
+	t_link(dir, "a", "d/e/g");
+	t_link(dir, "p/q/z", "y");
+}
+
+size_t t_names_tx(char ***tx)
+{
+	const char *e = getenv("FSTX_NAMES_TX");
+	const char *path = e && *e ? e : T_SRCDIR "/test/names.tx";
+	long max = t_env_long("FSTX_NAMES", -1);
+	FILE *f = fopen(path, "r");
+	char line[4096], *buf = NULL;
+	size_t n = 0, len = 0;
+
+	if (!f)
+		die(path);
+	*tx = NULL;
+	while (fgets(line, sizeof(line), f) && (max < 0 || (long)n < max)) {
+		size_t l = strlen(line);
+
+		if (strcmp(line, "%%\n")) {
+			buf = realloc(buf, len + l + 1);
+			memcpy(buf + len, line, l + 1);
+			len += l;
+			continue;
+		}
+		if (!len)
+			continue;
+		*tx = realloc(*tx, (n + 1) * sizeof(**tx));
+		(*tx)[n++] = buf;
+		buf = NULL;
+		len = 0;
+	}
+	free(buf); /* a last transaction without its "%%" is not one */
+	fclose(f);
+	return n;
 }
 
 struct btrfs_ioctl_usertrans_op t_op(uint64_t op, __s64 a0, __s64 a1, __s64 a2,

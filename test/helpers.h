@@ -28,6 +28,20 @@ void t_populate(const char *dir);
 char *t_fresh(void);
 void t_drop(char *dir);
 
+/* Name to, another name of from (both relative to dir). */
+void t_link(const char *dir, const char *from, const char *to);
+/*
+ * More names of one file on the tree of t_populate(): d/h (and hard) of
+ * b, d/e/g of a, y of p/q/z (test/gen_names.py's tree).
+ */
+void t_names_tree(const char *dir);
+/*
+ * The transactions of a file of them (gen_names.py's output: each ended by
+ * a line "%%"): $FSTX_NAMES_TX, else test/names.tx of the source tree.
+ * At most $FSTX_NAMES of them (default all); *tx and each are malloc'd.
+ */
+size_t t_names_tx(char ***tx);
+
 /* Seed-ABI helpers. */
 #define P(s) ((__s64)(intptr_t)(s))
 struct btrfs_ioctl_usertrans_op t_op(uint64_t op, __s64 a0, __s64 a1, __s64 a2,

@@ -79,14 +79,17 @@ skipped() {
 
 # The whole corpus on the first filesystem, FSTX_CORPUS_OTHERS (default
 # 12) transactions on the others, and there every FSTX_CALL_STRIDE_OTHERS-th
-# OS call (default 3) of test_wal's kill and error sweeps: the bounded run
-# of make check.
+# OS call (default 3) of test_wal's kill and error sweeps, and
+# FSTX_NAMES_FIRST / FSTX_NAMES_OTHERS (default all) of the generated name
+# changes (test/names.tx, or FSTX_NAMES_TX): the bounded run of make check.
 run_fs() {
 	local name=$1 dir=$2 pass=0 fail=0 skip=0 out rc p f k
 	export FSTX_CORPUS=${FSTX_CORPUS_FIRST:-}
 	export FSTX_BANK_TX=${FSTX_BANK_TX_FIRST:-1000}
 	export FSTX_CALL_STRIDE=${FSTX_CALL_STRIDE_FIRST:-1}
+	export FSTX_NAMES=${FSTX_NAMES_FIRST:-}
 	[ -n "${FIRST_DONE:-}" ] && export FSTX_CORPUS=${FSTX_CORPUS_OTHERS:-12} \
+		FSTX_NAMES=${FSTX_NAMES_OTHERS:-} \
 		FSTX_BANK_TX=${FSTX_BANK_TX_OTHERS:-100} \
 		FSTX_CALL_STRIDE=${FSTX_CALL_STRIDE_OTHERS:-3}
 	FIRST_DONE=1

@@ -220,22 +220,29 @@ static void kill_every_call(void **state)
  * all but its first filesystem), each recovered in the same epoch and
  * then as after a reboot (journal.c rule 5c, then 5a).
  */
-static void sweep_hand(const char *const *tx, size_t n, size_t light, long thin,
-		       void (*extra)(const char *d), const char *what)
+/* tx[0..n) on the tree plus extra, in each epoch (sweep_modes()) */
+static void sweep_set(const char *const *tx, size_t n, int modes, long stride,
+		      void (*extra)(const char *d), const char *what)
 {
-	int whole = corpus_count() == NFIXED + NGEN;
-	long stride = whole ? 1 : t_env_long("FSTX_CALL_STRIDE", 1) * thin;
 	struct tally t = { 0 };
 	long rec_points = 0;
 
 	tree_extra = extra;
 	for (rebooted = 0; rebooted < 2; rebooted++)
-		for (size_t c = 0; c < (whole ? n : light); c++)
-			sweep_modes(tx[c], c, &t, &rec_points, whole ? 3 : 1,
-				    stride > 0 ? stride : 1);
+		for (size_t c = 0; c < n; c++)
+			sweep_modes(tx[c], c, &t, &rec_points, modes, stride > 0 ? stride : 1);
 	rebooted = 0;
 	tree_extra = NULL;
 	printf("kill, %s: %ld tx, %ld crash points, 0 torn\n", what, t.tx, t.points);
+}
+
+static void sweep_hand(const char *const *tx, size_t n, size_t light, long thin,
+		       void (*extra)(const char *d), const char *what)
+{
+	int whole = corpus_count() == NFIXED + NGEN;
+
+	sweep_set(tx, whole ? n : light, whole ? 3 : 1,
+		  whole ? 1 : t_env_long("FSTX_CALL_STRIDE", 1) * thin, extra, what);
 }
 
 /*
@@ -255,22 +262,10 @@ static void kill_hard_names(void **state)
 	sweep_hand(tx, 2, 2, 1, NULL, "names of one file");
 }
 
-/* Name to, another name of from, in tree d. */
-static void link_rel(const char *d, const char *from, const char *to)
-{
-	char *a, *b;
-
-	if (asprintf(&a, "%s/%s", d, from) < 0 || asprintf(&b, "%s/%s", d, to) < 0)
-		abort();
-	assert_int_equal(link(a, b), 0);
-	free(a);
-	free(b);
-}
-
 /* d/h, another name of b, in a directory the transaction moves away. */
 static void link_in_d(const char *d)
 {
-	link_rel(d, "b", "d/h");
+	t_link(d, "b", "d/h");
 }
 
 /*
@@ -323,14 +318,14 @@ static void kill_through_symlink(void **state)
 static void links_in_d(const char *d)
 {
 	link_in_d(d);
-	link_rel(d, "d/e/f", "y");
+	t_link(d, "d/e/f", "y");
 }
 
 /* p/q/z, and y another name of it. */
 static void pq_linked(const char *d)
 {
 	t_write(d, "p/q/z", "zz\n", 3);
-	link_rel(d, "p/q/z", "y");
+	t_link(d, "p/q/z", "y");
 }
 
 /*
@@ -350,6 +345,30 @@ static void kill_rollback_moved_dir(void **state)
 
 	(void)state;
 	sweep_hand(tx, 1, 1, 4, pq_linked, "a rollback under a directory moved away and back");
+}
+
+/*
+ * Generated transactions of name changes on the undo way
+ * (test/gen_names.py, t_names_tx(): make check runs a few of
+ * test/names.tx, make crashtest more, and fresh sets): names given back,
+ * links made at names a file had, directories moved away and back, half
+ * of them failing at a random op.  Killed at every call, recovered in the
+ * same epoch and as after a reboot: before every call (make check: every
+ * 8th), not after, nor crash-only (the corpus covers those).
+ */
+static void kill_generated(void **state)
+{
+	char **tx;
+	size_t n = t_names_tx(&tx);
+
+	(void)state;
+	assert_true(n > 0);
+	sweep_set((const char *const *)tx, n, 1,
+		  corpus_count() == NFIXED + NGEN ? 1 : t_env_long("FSTX_CALL_STRIDE", 1) * 8,
+		  t_names_tree, "generated name changes");
+	for (size_t i = 0; i < n; i++)
+		free(tx[i]);
+	free(tx);
 }
 
 /*
@@ -418,6 +437,7 @@ int main(void)
 		cmocka_unit_test(kill_through_symlink),
 		cmocka_unit_test(kill_dir_round_trip),
 		cmocka_unit_test(kill_rollback_moved_dir),
+		cmocka_unit_test(kill_generated),
 		cmocka_unit_test(kill_random),
 	};
 

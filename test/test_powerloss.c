@@ -808,6 +808,16 @@ static int states_per_point(void)
 	return n > 0 && n < 1000000 ? (int)n : STATES;
 }
 
+/* What a test adds to t_populate()'s tree (NULL: nothing). */
+static void (*tree_extra)(const char *d);
+
+static void populate(const char *d)
+{
+	t_populate(d);
+	if (tree_extra)
+		tree_extra(d);
+}
+
 /* after_only: crash only once the transactions returned (every state
  * must then be the after state) */
 static void pl_run_at(char *const *cx_, size_t ntx, const char *label,
@@ -820,7 +830,7 @@ static void pl_run_at(char *const *cx_, size_t ntx, const char *label,
 		char *d = t_mkdomain(), *before, *after;
 		long nb;
 
-		t_populate(d);
+		populate(d);
 		{
 			char *m = in(d, ".fstx");
 
@@ -832,7 +842,7 @@ static void pl_run_at(char *const *cx_, size_t ntx, const char *label,
 		{
 			char *d2 = t_mkdomain();
 
-			t_populate(d2);
+			populate(d2);
 			run_parts(d2, cx_[c]);
 			nb = fo.barriers;
 			fo_remove();
@@ -850,7 +860,7 @@ static void pl_run_at(char *const *cx_, size_t ntx, const char *label,
 				char *dd = t_mkdomain(), *stash;
 				pid_t p;
 
-				t_populate(dd);
+				populate(dd);
 				assert_int_equal(pipe(fds), 0);
 				p = fork();
 				if (p == 0)
@@ -1096,6 +1106,28 @@ static void power_loss_debt(void **state)
 		  "power-loss crash-only debt", 1);
 }
 
+/*
+ * Generated transactions of name changes on the undo way
+ * (test/gen_names.py; t_names_tx(): make check runs a few of
+ * test/names.tx, make crashtest more, and fresh sets) on a tree with more
+ * names of one file: any subset of the unsynced name changes survives,
+ * progress marks without the steps they precede included.
+ */
+static void power_loss_generated(void **state)
+{
+	char **tx;
+	size_t n = t_names_tx(&tx);
+
+	(void)state;
+	assert_true(n > 0);
+	tree_extra = t_names_tree;
+	pl_run(tx, n, "power-loss generated");
+	tree_extra = NULL;
+	for (size_t i = 0; i < n; i++)
+		free(tx[i]);
+	free(tx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1107,6 +1139,7 @@ int main(void)
 		cmocka_unit_test(power_loss_fsync),
 		cmocka_unit_test(power_loss_debt),
 		cmocka_unit_test(power_loss_names),
+		cmocka_unit_test(power_loss_generated),
 	};
 
 	corpus_load();
