@@ -1110,26 +1110,43 @@ static int same_name(const char *a, uint64_t adir, const char *b, uint64_t bdir)
 	return !strcmp(a, b);
 }
 
+/*
+ * Path p (PATH_MAX bytes) with its leading path from replaced by to: 1,
+ * 0 where p is not below from (self: or from itself), -1 where the result
+ * would not fit.  The walks of the steps forwards and backwards
+ * (path_after(), dir_before()) move a path with the directories on its way.
+ */
+static int rebase(char *p, const char *from, const char *to, int self)
+{
+	char tmp[PATH_MAX];
+	size_t n = strlen(from);
+
+	if (!n || strncmp(p, from, n) || (p[n] != '/' && (!self || p[n])))
+		return 0;
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s%s", to, p + n) >= sizeof(tmp))
+		return -1;
+	memcpy(p, tmp, PATH_MAX);
+	return 1;
+}
+
 /* Path p, named when step i ran, as the steps after it up to k rename
- * the directories on its way: into buf, 1 if it differs, else 0. */
+ * the directories on its way (a move of p itself is not one): into buf,
+ * 1 if it differs, else 0. */
 static int path_after(const struct jr *j, size_t i, size_t k, const char *p,
 		      char buf[PATH_MAX])
 {
-	char tmp[PATH_MAX];
-	int moved = 0;
+	int moved = 0, r;
 
 	if ((size_t)snprintf(buf, PATH_MAX, "%s", p) >= PATH_MAX)
 		return 0;
 	for (size_t x = i + 1; x < k; x++) {
 		const struct fx_step *m = &j->steps[x];
-		size_t n = m->src ? strlen(m->src) : 0;
 
-		if (m->kind != FX_ST_MOVE || !n || strncmp(buf, m->src, n) || buf[n] != '/')
+		if (m->kind != FX_ST_MOVE || !m->src)
 			continue;
-		if ((size_t)snprintf(tmp, sizeof(tmp), "%s%s", m->dst, buf + n) >= sizeof(tmp))
+		if ((r = rebase(buf, m->src, m->dst, 0)) < 0)
 			return 0;
-		memcpy(buf, tmp, PATH_MAX);
-		moved = 1;
+		moved |= r;
 	}
 	return moved;
 }
@@ -1185,21 +1202,20 @@ static int name_it_had(const struct jr *j, size_t k)
 static int dir_before(const struct jr *j, size_t k, const char *p, uint64_t dir,
 		      char par[PATH_MAX])
 {
-	char prev[PATH_MAX];
 	struct stat st;
 	int r;
 
 	fx_dirname(p, par);
 	for (size_t i = k; i-- > 0;) {
 		const struct fx_step *m = &j->steps[i];
-		size_t n = strlen(m->dst);
 
-		if (m->kind != FX_ST_MOVE || !m->src || strncmp(par, m->dst, n) ||
-		    (par[n] && par[n] != '/'))
+		if (m->kind != FX_ST_MOVE || !m->src)
 			continue;
-		if ((size_t)snprintf(prev, sizeof(prev), "%s%s", m->src, par + n) >= sizeof(prev))
+		r = rebase(par, m->dst, m->src, 1);
+		if (r < 0)
 			return 0;
-		memcpy(par, prev, PATH_MAX);
+		if (r == 0)
+			continue;
 		r = fx_lstat(j->d, par, &st);
 		if (real_err(r))
 			return r;
@@ -1330,41 +1346,54 @@ static int step_of_ino(const struct jr *j, uint64_t ino)
 	return 0;
 }
 
-/* Rule 5: undo step k if it happened. */
-static int undo_step(const struct jr *j, size_t k, struct fx_syncset *ss)
+/*
+ * Rule 5 for a MOVE: find its object, at its destination or elsewhere
+ * (rule 5e), and reverse the step from there if it ran.
+ */
+static int undo_move(const struct jr *j, size_t k, struct fx_syncset *ss)
 {
 	const struct fx_step *s = &j->steps[k];
-	struct fstx_domain *d = j->d;
 	struct stat st;
-	int b;
+	int r = fx_lstat(j->d, s->dst, &st);
 
-	switch (s->kind) {
-	case FX_ST_MOVE:
-		b = fx_lstat(d, s->dst, &st);
-		if (b == -ENOENT || b == -ENOTDIR) /* or elsewhere: rule 5e */
-			return (b = move_back_located(j, k, ss)) < 0 ? b : 0;
-		if (b < 0)
-			return b;
+	if (r == -ENOENT || r == -ENOTDIR)
+		goto elsewhere;
+	if (r < 0)
+		return r;
+	if (s->ino && (uint64_t)st.st_ino != s->ino) {
 		/* the object of another step there: that step's undo put it
 		 * back already (an undo cut short, part of it durable), and
 		 * this one's was done too (rule 5b) */
-		if (s->ino && (uint64_t)st.st_ino != s->ino &&
-		    step_of_ino(j, (uint64_t)st.st_ino))
+		if (step_of_ino(j, (uint64_t)st.st_ino))
 			return 0;
+		/* the step's own object elsewhere (rule 5e) */
+		if ((r = move_back_located(j, k, ss)) != 0)
+			return r < 0 ? r : 0;
+	} else if (s->ino) {
 		/* its object, but in another directory: another name of it
 		 * (a hard link), where the step did not persist; or the
 		 * step's elsewhere (rule 5e) */
-		if (s->ino && (uint64_t)st.st_ino == s->ino &&
-		    (b = in_dir(d, s->dst, s->ddir)) <= 0)
-			return b < 0 ? b : (b = move_back_located(j, k, ss)) < 0 ? b : 0;
-		if (s->ino && (uint64_t)st.st_ino != s->ino && /* rule 5e */
-		    (b = move_back_located(j, k, ss)) != 0)
-			return b < 0 ? b : 0;
-		return move_back(j, k, s->dst, &st, ss);
+		if ((r = in_dir(j->d, s->dst, s->ddir)) < 0)
+			return r;
+		if (r == 0)
+			goto elsewhere;
+	}
+	return move_back(j, k, s->dst, &st, ss);
+elsewhere:
+	r = move_back_located(j, k, ss);
+	return r < 0 ? r : 0;
+}
+
+/* Rule 5: undo step k if it happened. */
+static int undo_step(const struct jr *j, size_t k, struct fx_syncset *ss)
+{
+	switch (j->steps[k].kind) {
+	case FX_ST_MOVE:
+		return undo_move(j, k, ss);
 	case FX_ST_MKDIR:
-		return fx_remove(d, s->dst, 1, ss);
+		return fx_remove(j->d, j->steps[k].dst, 1, ss);
 	default:
-		return fx_remove(d, s->dst, 0, ss);
+		return fx_remove(j->d, j->steps[k].dst, 0, ss);
 	}
 }
 
