@@ -70,6 +70,7 @@ struct meta {          /* one unsynced namespace/xattr change */
 	char *val;
 	ssize_t vlen;      /* -1: was absent */
 	uint64_t obj, obj2; /* inodes the change names (obj2: exchange) */
+	uint64_t pa, pb;   /* inodes of the directories of a and b (0: not known) */
 	int synced;        /* a barrier covered it (see barrier()) */
 	int objsync;       /* its object was fsynced since (btrfs's log) */
 	int sa, sb;        /* the directory of a (of b) was fsynced since */
@@ -125,6 +126,22 @@ static uint64_t ino_at(int dirfd, const char *name)
 	struct stat st;
 
 	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) ? 0 : st.st_ino;
+}
+
+/* The inode of the directory that holds name (relative to dfd). */
+static uint64_t dir_ino(int dfd, const char *name)
+{
+	const char *slash = strrchr(name, '/');
+	char dir[4096];
+	struct stat st;
+
+	if (!slash)
+		return fstat(dfd, &st) ? 0 : st.st_ino;
+	if ((size_t)(slash - name) >= sizeof(dir))
+		return 0;
+	memcpy(dir, name, (size_t)(slash - name));
+	dir[slash - name] = 0;
+	return fstatat(dfd, *dir ? dir : "/", &st, 0) ? 0 : st.st_ino;
 }
 
 static void add_meta(struct meta m)
@@ -222,9 +239,11 @@ static void synced_object(int fd, const struct stat *st, int datasync)
 			m->objsync = 1;
 		if (!dir)
 			continue;
-		/* (b of an unlink or rmdir names its stash link, no entry) */
-		m->sa |= parent_is(m->a, dir);
-		m->sb |= two && parent_is(m->b, dir);
+		/* the directory by its inode where known: it may have moved
+		 * since (b of an unlink or rmdir names its stash link, no
+		 * entry) */
+		m->sa |= m->pa ? m->pa == st->st_ino : parent_is(m->a, dir);
+		m->sb |= two && (m->pb ? m->pb == st->st_ino : parent_is(m->b, dir));
 		if (two ? m->sa && m->sb : m->sa)
 			m->synced = 1;
 	}
@@ -312,7 +331,8 @@ static int r_openat2(int dfd, const char *p, int f, mode_t m, uint64_t res)
 	fd = fx_os_libc.openat2(dfd, p, f, m, res);
 	if (fd >= 0 && rp) {
 		fstat(fd, &st);
-		add_meta((struct meta){ .kind = M_CREATE, .a = rp, .obj = st.st_ino });
+		add_meta((struct meta){ .kind = M_CREATE, .a = rp, .obj = st.st_ino,
+					.pa = dir_ino(dfd, p) });
 	}
 	else
 		free(rp);
@@ -322,13 +342,15 @@ static int r_openat2(int dfd, const char *p, int f, mode_t m, uint64_t res)
 static int r_renameat2(int od, const char *on, int nd, const char *nn, unsigned fl)
 {
 	char *a = relpath(od, on), *b = relpath(nd, nn);
+	uint64_t pa = dir_ino(od, on), pb = dir_ino(nd, nn);
 	int r = fx_os_libc.renameat2(od, on, nd, nn, fl);
 
 	if (r == 0 && a && b)
 		add_meta((struct meta){ .kind = fl & RENAME_EXCHANGE ? M_EXCHANGE
 								     : M_RENAME,
 					.a = a, .b = b, .obj = ino_at(nd, nn),
-					.obj2 = fl & RENAME_EXCHANGE ? ino_at(od, on) : 0 });
+					.obj2 = fl & RENAME_EXCHANGE ? ino_at(od, on) : 0,
+					.pa = pa, .pb = pb });
 	return r;
 }
 
@@ -338,7 +360,8 @@ static int r_mkdirat(int d, const char *n, mode_t m)
 	int r = fx_os_libc.mkdirat(d, n, m);
 
 	if (r == 0 && a)
-		add_meta((struct meta){ .kind = M_MKDIR, .a = a, .obj = ino_at(d, n) });
+		add_meta((struct meta){ .kind = M_MKDIR, .a = a, .obj = ino_at(d, n),
+					.pa = dir_ino(d, n) });
 	return r;
 }
 
@@ -348,7 +371,8 @@ static int r_symlinkat(const char *t, int d, const char *n)
 	int r = fx_os_libc.symlinkat(t, d, n);
 
 	if (r == 0 && a)
-		add_meta((struct meta){ .kind = M_CREATE, .a = a, .obj = ino_at(d, n) });
+		add_meta((struct meta){ .kind = M_CREATE, .a = a, .obj = ino_at(d, n),
+					.pa = dir_ino(d, n) });
 	return r;
 }
 
@@ -358,7 +382,8 @@ static int r_linkat(int od, const char *on, int nd, const char *nn, int f)
 	int r = fx_os_libc.linkat(od, on, nd, nn, f);
 
 	if (r == 0 && a)
-		add_meta((struct meta){ .kind = M_CREATE, .a = a, .obj = ino_at(nd, nn) });
+		add_meta((struct meta){ .kind = M_CREATE, .a = a, .obj = ino_at(nd, nn),
+					.pa = dir_ino(nd, nn) });
 	return r;
 }
 
@@ -381,7 +406,8 @@ static int r_unlinkat(int d, const char *n, int f)
 	if (r == 0)
 		add_meta((struct meta){ .kind = f & AT_REMOVEDIR ? M_RMDIR : M_UNLINK,
 					.a = a, .b = strdup(sname),
-					.mode = st.st_mode & 07777, .obj = st.st_ino });
+					.mode = st.st_mode & 07777, .obj = st.st_ino,
+					.pa = dir_ino(d, n) });
 	else
 		unlinkat(pl.stash, sname, 0);
 	return r;
@@ -481,9 +507,44 @@ static char *in(const char *copy, const char *rel)
 	return p;
 }
 
+/*
+ * Path rel of the tree copy, named when its directory was inode pino, as
+ * that directory is now: undoing the changes in reverse order puts every
+ * directory back where it was only if all the later changes are undone,
+ * and kept ones stay (a directory moved away by a kept change, a name
+ * changed inside it by a lost one: the lost one is undone there).
+ */
+static char *at_now(const char *copy, const char *rel, uint64_t pino)
+{
+	const char *slash = rel ? strrchr(rel, '/') : NULL;
+	char *dir, *p, *found = NULL, *out;
+	struct stat st;
+	int here;
+
+	if (!pino || !slash) /* (an xattr change has no path) */
+		return in(copy, rel);
+	if (!(dir = strndup(rel, (size_t)(slash - rel))))
+		DIE("fatal");
+	p = in(copy, dir);
+	here = lstat(p, &st) == 0 && st.st_ino == pino;
+	free(p);
+	free(dir);
+	if (here)
+		return in(copy, rel);
+	find_inodes(copy, "", &pino, &found, 1);
+	if (!found)
+		return in(copy, rel);
+	if (asprintf(&out, "%s/%s%s", copy, found, slash) < 0)
+		DIE("fatal");
+	free(found);
+	return out;
+}
+
 static void undo_meta(const char *copy, const struct meta *m, int xfd)
 {
-	char *a = in(copy, m->a), *b = m->b ? in(copy, m->b) : NULL;
+	char *a = at_now(copy, m->a, m->pa);
+	char *b = m->b && m->kind != M_UNLINK && m->kind != M_RMDIR ?
+		  at_now(copy, m->b, m->pb) : NULL;
 
 	switch (m->kind) {
 	case M_RENAME: rename(b, a); break;
@@ -808,7 +869,9 @@ static int states_per_point(void)
 	return n > 0 && n < 1000000 ? (int)n : STATES;
 }
 
-/* What a test adds to t_populate()'s tree (NULL: nothing). */
+/* What a test adds to t_populate()'s tree (NULL: nothing); crash states
+ * per point where a test sets its own (0: states_per_point()). */
+static int states_over;
 static void (*tree_extra)(const char *d);
 
 static void populate(const char *d)
@@ -824,7 +887,7 @@ static void pl_run_at(char *const *cx_, size_t ntx, const char *label,
 		      int after_only)
 {
 	long points = 0, states = 0, bad = 0;
-	int nstates = states_per_point();
+	int nstates = states_over ? states_over : states_per_point();
 
 	for (size_t c = 0; c < ntx; c++) {
 		char *d = t_mkdomain(), *before, *after;
@@ -1111,7 +1174,8 @@ static void power_loss_debt(void **state)
  * (test/gen_names.py; t_names_tx(): make check runs a few of
  * test/names.tx, make crashtest more, and fresh sets) on a tree with more
  * names of one file: any subset of the unsynced name changes survives,
- * progress marks without the steps they precede included.
+ * progress marks without the steps they precede included
+ * (FSTX_NAMES_STATES crash states per point, if set).
  */
 static void power_loss_generated(void **state)
 {
@@ -1121,7 +1185,9 @@ static void power_loss_generated(void **state)
 	(void)state;
 	assert_true(n > 0);
 	tree_extra = t_names_tree;
+	states_over = (int)t_env_long("FSTX_NAMES_STATES", 0);
 	pl_run(tx, n, "power-loss generated");
+	states_over = 0;
 	tree_extra = NULL;
 	for (size_t i = 0; i < n; i++)
 		free(tx[i]);
