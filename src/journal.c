@@ -104,16 +104,21 @@
  *     that name (one directory inode and name, rule 5a) and neither the
  *     last such step nor a later one before this one holds the inode at
  *     its destination, other than that name (name_it_had(): "rename b
- *     m; link hard b; unlink b; link hard b").  Where its destination
+ *     m; link hard b; unlink b; link hard b"), at its path then or at
+ *     any path the later steps' moves of the directories on its way give
+ *     it, each of which may have persisted without the others
+ *     (held_after(): "rename d/e/g p/q/e; rename p b exchange; rename a
+ *     d/e/g", the exchange's last rename lost).  Where its destination
  *     alone holds it, such a name is left too: a link made there (its
  *     source in .fstx/new/) leaves that name of the initial tree
  *     whether it persisted or not ("rename hard h2; link b hard").  Its
  *     own object at such a name and another at its source: the step
  *     did not persist either ("rename d/e/f d/c; rename d/c d/e/f", d/c
- *     replaced; -EUCLEAN before).  These last two are for power loss
- *     alone (rule 5c: in the epoch that ran them, every step below the
- *     mark ran).  A directory, which has one name, is moved back
- *     whatever its earlier steps:
+ *     replaced; -EUCLEAN before; a directory too: "rename p n; rename n
+ *     p" while the directory n had is back).  These last two are for
+ *     power loss alone (rule 5c: in the epoch that ran them, every step
+ *     below the mark ran).  A directory, which has one name, is moved
+ *     back whatever its earlier steps where nothing is at its source:
  *     reversing a move away and one back is a no-op where neither ran.
  *     test_powerloss power_loss_names (hard-link renames, a link made at
  *     a name moved away, directories moved away and back: torn before).
@@ -124,8 +129,11 @@
  *     steps are tried (locate()), and the object moved back from there,
  *     unless that is a name it had (rule 5d's test, directories too: a
  *     directory moved away and back by steps that did not persist is
- *     where it was).  A MOVE is reversed into the directory it took its
- *     object from, wherever that is: its source's earlier paths are
+ *     where it was).  A way to the destination through a symlink (an
+ *     exchange with one undone before the steps that went through it) is
+ *     no way: nothing there (-ELOOP before).  A MOVE is reversed into
+ *     the directory it took its object from, wherever that is: its
+ *     source's earlier paths are
  *     tried the same way where the directory at the source's path is
  *     another or none (src_now()).  Below the mark, its object at dst's
  *     path in another directory is another name of it (a hard link)
@@ -1114,7 +1122,7 @@ static int same_name(const char *a, uint64_t adir, const char *b, uint64_t bdir)
  * Path p (PATH_MAX bytes) with its leading path from replaced by to: 1,
  * 0 where p is not below from (self: or from itself), -1 where the result
  * would not fit.  The walks of the steps forwards and backwards
- * (path_after(), dir_before()) move a path with the directories on its way.
+ * (held_after(), dir_before()) move a path with the directories on its way.
  */
 static int rebase(char *p, const char *from, const char *to, int self)
 {
@@ -1129,26 +1137,30 @@ static int rebase(char *p, const char *from, const char *to, int self)
 	return 1;
 }
 
-/* Path p, named when step i ran, as the steps after it up to k rename
- * the directories on its way (a move of p itself is not one): into buf,
- * 1 if it differs, else 0. */
-static int path_after(const struct jr *j, size_t i, size_t k, const char *p,
-		      char buf[PATH_MAX])
+/*
+ * Is inode ino at path p, named when step i ran, or where any of the
+ * steps after it up to k renamed the directories on its way (a move of p
+ * itself is not one)?  Each path is tried: any of those moves may have
+ * persisted without the others.
+ */
+static int held_after(const struct jr *j, size_t i, size_t k, const char *p, uint64_t ino)
 {
-	int moved = 0, r;
+	char buf[PATH_MAX];
+	struct stat st;
 
-	if ((size_t)snprintf(buf, PATH_MAX, "%s", p) >= PATH_MAX)
+	if (fx_lstat(j->d, p, &st) == 0 && (uint64_t)st.st_ino == ino)
+		return 1;
+	if ((size_t)snprintf(buf, sizeof(buf), "%s", p) >= sizeof(buf))
 		return 0;
 	for (size_t x = i + 1; x < k; x++) {
 		const struct fx_step *m = &j->steps[x];
 
-		if (m->kind != FX_ST_MOVE || !m->src)
+		if (m->kind != FX_ST_MOVE || !m->src || rebase(buf, m->src, m->dst, 0) <= 0)
 			continue;
-		if ((r = rebase(buf, m->src, m->dst, 0)) < 0)
-			return 0;
-		moved |= r;
+		if (fx_lstat(j->d, buf, &st) == 0 && (uint64_t)st.st_ino == ino)
+			return 1;
 	}
-	return moved;
+	return 0;
 }
 
 /* Does a MOVE of steps [i, k) of step k's inode hold it at its
@@ -1159,8 +1171,6 @@ static int path_after(const struct jr *j, size_t i, size_t k, const char *p,
 static int moved_on(const struct jr *j, size_t i, size_t k)
 {
 	const struct fx_step *s = &j->steps[k];
-	char buf[PATH_MAX];
-	struct stat st;
 
 	for (; i < k; i++) {
 		const struct fx_step *m = &j->steps[i];
@@ -1168,10 +1178,7 @@ static int moved_on(const struct jr *j, size_t i, size_t k)
 		if (m->kind != FX_ST_MOVE || m->ino != s->ino ||
 		    same_name(m->dst, m->ddir, s->dst, s->ddir))
 			continue;
-		if (fx_lstat(j->d, m->dst, &st) == 0 && (uint64_t)st.st_ino == s->ino)
-			return 1;
-		if (path_after(j, i, k, m->dst, buf) &&
-		    fx_lstat(j->d, buf, &st) == 0 && (uint64_t)st.st_ino == s->ino)
+		if (held_after(j, i, k, m->dst, s->ino))
 			return 1;
 	}
 	return 0;
@@ -1318,8 +1325,9 @@ static int move_back(const struct jr *j, size_t k, const char *dst,
 		return 0;
 	/* another object at its source, its own at a name it had (rule
 	 * 5d): neither this step nor the move away from there persisted
-	 * ("rename d/e/f d/c; rename d/c d/e/f", d/c replaced) */
-	if (!j->same_epoch && !S_ISDIR(st->st_mode) && name_it_had(j, k))
+	 * ("rename d/e/f d/c; rename d/c d/e/f", d/c replaced; a directory
+	 * too: "rename p n; rename n p" while n's old directory is back) */
+	if (!j->same_epoch && name_it_had(j, k))
 		return 0;
 	return -EUCLEAN;
 }
@@ -1356,7 +1364,9 @@ static int undo_move(const struct jr *j, size_t k, struct fx_syncset *ss)
 	struct stat st;
 	int r = fx_lstat(j->d, s->dst, &st);
 
-	if (r == -ENOENT || r == -ENOTDIR)
+	/* nothing there, or a file or symlink on the way (an exchange with
+	 * a symlink undone before the steps that went through it) */
+	if (r < 0 && !real_err(r))
 		goto elsewhere;
 	if (r < 0)
 		return r;
