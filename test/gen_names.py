@@ -156,19 +156,16 @@ class Tx:
             if self.isdir(t):
                 self.dirs_gone.append(s)
             return f"rename {s} {t}"
-        if kind == "replace_name":
+        if kind in ("replace_name", "exchange"):  # two names the tree has
             s, t = rng.choice(names), rng.choice(names)
             if s == t:
                 return ""
+            if kind == "exchange":
+                exchange(j(s), j(t))
+                return f"rename {s} {t} exchange"
             os.rename(j(s), j(t))
             self.gone.append(s)
             return f"rename {s} {t}"
-        if kind == "exchange":
-            s, t = rng.choice(names), rng.choice(names)
-            if s == t:
-                return ""
-            exchange(j(s), j(t))
-            return f"rename {s} {t} exchange"
         if kind == "link":
             if not files:
                 return ""
