@@ -108,7 +108,10 @@
  *     any path the later steps' moves of the directories on its way give
  *     it, each of which may have persisted without the others
  *     (held_after(): "rename d/e/g p/q/e; rename p b exchange; rename a
- *     d/e/g", the exchange's last rename lost).  Where its destination
+ *     d/e/g", the exchange's last rename lost), and not where that
+ *     destination is itself a name the inode had, by the same test
+ *     (name_had(): "rename d/e/g d/c; rename a d/e/g; link d/c a", a
+ *     and d/e/g one file).  Where its destination
  *     alone holds it, such a name is left too: a link made there (its
  *     source in .fstx/new/) leaves that name of the initial tree
  *     whether it persisted or not ("rename hard h2; link b hard").  Its
@@ -1163,12 +1166,20 @@ static int held_after(const struct jr *j, size_t i, size_t k, const char *p, uin
 	return 0;
 }
 
+/* How deep name_had() asks about the steps before (a chain of one
+ * file's names given back; deeper, a name it holds counts). */
+#define J_NAME_DEPTH 8
+
+static int name_had(const struct jr *j, size_t k, int depth);
+
 /* Does a MOVE of steps [i, k) of step k's inode hold it at its
  * destination now (at its path then, or where later steps moved its
  * directory), a name other than step k's destination?  Then step i ran
  * (power loss kept it).  The inode at step k's destination says
- * nothing: that is the name in question. */
-static int moved_on(const struct jr *j, size_t i, size_t k)
+ * nothing: that is the name in question.  Nor at a destination that is
+ * itself a name the inode had (another name of a hard-linked file):
+ * "rename d/e/g d/c; rename a d/e/g; link d/c a", a and d/e/g one file. */
+static int moved_on(const struct jr *j, size_t i, size_t k, int depth)
 {
 	const struct fx_step *s = &j->steps[k];
 
@@ -1178,7 +1189,8 @@ static int moved_on(const struct jr *j, size_t i, size_t k)
 		if (m->kind != FX_ST_MOVE || m->ino != s->ino ||
 		    same_name(m->dst, m->ddir, s->dst, s->ddir))
 			continue;
-		if (held_after(j, i, k, m->dst, s->ino))
+		if (held_after(j, i, k, m->dst, s->ino) &&
+		    (depth >= J_NAME_DEPTH || !name_had(j, i, depth + 1)))
 			return 1;
 	}
 	return 0;
@@ -1188,15 +1200,20 @@ static int moved_on(const struct jr *j, size_t i, size_t k)
  * step k's destination, and did the last such step not run (its inode at
  * none of the other names it and the later steps before k move it to)?
  * That name is then one the object had. */
-static int name_it_had(const struct jr *j, size_t k)
+static int name_had(const struct jr *j, size_t k, int depth)
 {
 	const struct fx_step *s = &j->steps[k];
 
 	for (size_t i = k; i-- > 0;)
 		if (j->steps[i].kind == FX_ST_MOVE && j->steps[i].ino == s->ino &&
 		    same_name(j->steps[i].src, j->steps[i].sdir, s->dst, s->ddir))
-			return !moved_on(j, i, k);
+			return !moved_on(j, i, k, depth);
 	return 0;
+}
+
+static int name_it_had(const struct jr *j, size_t k)
+{
+	return name_had(j, k, 0);
 }
 
 /*
