@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""gen_names.py SEED N - N random transactions of name changes, in the
-transaction text format (fstx-tx(5)), each ended by a line "%%".
+"""gen_names.py SEED N [any] - N random transactions of name changes, in
+the transaction text format (fstx-tx(5)), each ended by a line "%%".
 
 They run on the tree of test_crash.c and test_powerloss.c (t_populate())
 with more names of one file (names_tree(): d/h and hard are names of b,
@@ -11,7 +11,9 @@ had, directories moved away and back around a change under them,
 exchanges, objects replaced.  Each op is tried on a scratch copy and kept
 only if it succeeds, so a transaction fails only where it means to: half
 of them hold "rename nothere ln" at a random place.  Every transaction
-starts with a trusted.* xattr, which keeps it on the undo journal's way.
+starts with a trusted.* xattr, which keeps it on the undo journal's way;
+with "any", none does, and each takes the way fstx chooses (the
+write-ahead log's name entries where it can).
 The same SEED gives the same transactions on any filesystem."""
 import ctypes
 import os
@@ -246,9 +248,11 @@ def gen_tx(rng, root):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: gen_names.py SEED N")
+    if len(sys.argv) not in (3, 4) or (len(sys.argv) == 4 and sys.argv[3] != "any"):
+        sys.exit("usage: gen_names.py SEED N [any]")
     seed, n = int(sys.argv[1]), int(sys.argv[2])
+    first = "" if len(sys.argv) == 4 else 'setxattr a trusted.x "v"\n'
+
     rng = random.Random(seed)
     root = tempfile.mkdtemp(prefix="fstx-gen-")
     out = []
@@ -257,7 +261,7 @@ def main():
             lines = "\n".join(gen_tx(rng, root + "/t")).split("\n")
             if rng.random() < 0.5:
                 lines.insert(rng.randint(0, len(lines)), "rename nothere ln")
-            out.append('setxattr a trusted.x "v"\n' + "\n".join(lines) + "\n%%\n")
+            out.append(first + "\n".join(lines) + "\n%%\n")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     sys.stdout.write("".join(out))
