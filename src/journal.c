@@ -111,7 +111,11 @@
  *     d/e/g", the exchange's last rename lost), and not where that
  *     destination is itself a name the inode had, by the same test
  *     (name_had(): "rename d/e/g d/c; rename a d/e/g; link d/c a", a
- *     and d/e/g one file).  Where its destination
+ *     and d/e/g one file).  The steps asked are those that move that
+ *     name's link on; a move of another name of the file counts only
+ *     where this step's source is empty (moved_on(): "rename a b
+ *     exchange; rename d/e/g n; rename a b exchange", b holding the
+ *     other file again).  Where its destination
  *     alone holds it, such a name is left too: a link made there (its
  *     source in .fstx/new/) leaves that name of the initial tree
  *     whether it persisted or not ("rename hard h2; link b hard").  Its
@@ -1172,9 +1176,11 @@ static int held_after(const struct jr *j, size_t i, size_t k, const char *p, uin
 
 static int name_had(const struct jr *j, size_t k, int depth);
 
-/* Does a MOVE of steps [i, k) of step k's inode hold it at its
- * destination now (at its path then, or where later steps moved its
- * directory), a name other than step k's destination?  Then step i ran
+/* Does a MOVE of steps [i, k) of step k's inode (step i's and those
+ * that move on from where the one before put it; the moves of its other
+ * names where step k's source is empty) hold it at its destination now
+ * (at its path then, or where later steps moved its directory), a name
+ * other than step k's destination?  Then step i ran
  * (power loss kept it).  The inode at step k's destination says
  * nothing: that is the name in question.  Nor at a destination that is
  * itself a name the inode had (another name of a hard-linked file):
@@ -1182,18 +1188,35 @@ static int name_had(const struct jr *j, size_t k, int depth);
 static int moved_on(const struct jr *j, size_t i, size_t k, int depth)
 {
 	const struct fx_step *s = &j->steps[k];
+	const char *at = j->steps[i].src;
+	uint64_t atdir = j->steps[i].sdir;
+	int other = 0;
+	struct stat st;
 
 	for (; i < k; i++) {
 		const struct fx_step *m = &j->steps[i];
+		int link;
 
-		if (m->kind != FX_ST_MOVE || m->ino != s->ino ||
-		    same_name(m->dst, m->ddir, s->dst, s->ddir))
+		if (m->kind != FX_ST_MOVE || m->ino != s->ino)
 			continue;
-		if (held_after(j, i, k, m->dst, s->ino) &&
-		    (depth >= J_NAME_DEPTH || !name_had(j, i, depth + 1)))
+		/* this name's link moving on, or another name of the file */
+		if ((link = same_name(m->src, m->sdir, at, atdir))) {
+			at = m->dst;
+			atdir = m->ddir;
+		}
+		if (same_name(m->dst, m->ddir, s->dst, s->ddir) ||
+		    !held_after(j, i, k, m->dst, s->ino) ||
+		    (depth < J_NAME_DEPTH && name_had(j, i, depth + 1)))
+			continue;
+		if (link)
 			return 1;
+		other = 1;
 	}
-	return 0;
+	/* another name's move says so only where step k's source, where
+	 * this link would be had step k not run, is empty: "rename a b
+	 * exchange; rename d/e/g n; rename a b exchange", a and d/e/g one
+	 * file, b holding the other file again after power loss */
+	return other && fx_lstat(j->d, s->src, &st) < 0;
 }
 
 /* Rules 5a, 5d: does a step before step k move step k's inode away from
