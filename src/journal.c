@@ -138,7 +138,9 @@
  *     directory moved away and back by steps that did not persist is
  *     where it was).  A way to the destination through a symlink (an
  *     exchange with one undone before the steps that went through it) is
- *     no way: nothing there (-ELOOP before).  A MOVE is reversed into
+ *     no way after power loss: nothing there (-ELOOP before; in the
+ *     epoch that ran the steps a symlink there is another process's,
+ *     test_race, and the error stands).  A MOVE is reversed into
  *     the directory it took its object from, wherever that is: its
  *     source's earlier paths are
  *     tried the same way where the directory at the source's path is
@@ -1404,9 +1406,12 @@ static int undo_move(const struct jr *j, size_t k, struct fx_syncset *ss)
 	struct stat st;
 	int r = fx_lstat(j->d, s->dst, &st);
 
-	/* nothing there, or a file or symlink on the way (an exchange with
-	 * a symlink undone before the steps that went through it) */
-	if (r < 0 && !real_err(r))
+	/* nothing there, or after power loss a file or symlink on the way
+	 * (an exchange with a symlink undone before the steps that went
+	 * through it); in the epoch that ran the steps the undo retraces
+	 * them, and a symlink there is another process's (test_race):
+	 * the error stands, and the journal stays hot */
+	if (r == -ENOENT || r == -ENOTDIR || (r == -ELOOP && !j->same_epoch))
 		goto elsewhere;
 	if (r < 0)
 		return r;
