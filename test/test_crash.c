@@ -212,14 +212,6 @@ static void kill_every_call(void **state)
 	       t.before + t.after, t.before, t.after, rec_points);
 }
 
-/*
- * Hand-written transactions tx[0..n) on the tree plus extra (NULL: none),
- * killed before and after each OS call and crash-only (where the whole
- * corpus runs: make crashtest; else tx[0..light), killed before every
- * FSTX_CALL_STRIDE-th call times thin: make check samples the calls on
- * all but its first filesystem), each recovered in the same epoch and
- * then as after a reboot (journal.c rule 5c, then 5a).
- */
 /* tx[0..n) on the tree plus extra, in each epoch (sweep_modes()) */
 static void sweep_set(const char *const *tx, size_t n, int modes, long stride,
 		      void (*extra)(const char *d), const char *what)
@@ -236,13 +228,33 @@ static void sweep_set(const char *const *tx, size_t n, int modes, long stride,
 	printf("kill, %s: %ld tx, %ld crash points, 0 torn\n", what, t.tx, t.points);
 }
 
+/* Is the whole corpus running (make crashtest)? */
+static int whole_corpus(void)
+{
+	return corpus_count() == NFIXED + NGEN;
+}
+
+/* Kill before every call where the whole corpus runs, else before every
+ * FSTX_CALL_STRIDE-th call times thin (make check). */
+static long call_stride(long thin)
+{
+	return whole_corpus() ? 1 : t_env_long("FSTX_CALL_STRIDE", 1) * thin;
+}
+
+/*
+ * Hand-written transactions tx[0..n) on the tree plus extra (NULL: none),
+ * killed before and after each OS call and crash-only (where the whole
+ * corpus runs: make crashtest; else tx[0..light), killed before every
+ * FSTX_CALL_STRIDE-th call times thin: make check samples the calls on
+ * all but its first filesystem), each recovered in the same epoch and
+ * then as after a reboot (journal.c rule 5c, then 5a).
+ */
 static void sweep_hand(const char *const *tx, size_t n, size_t light, long thin,
 		       void (*extra)(const char *d), const char *what)
 {
-	int whole = corpus_count() == NFIXED + NGEN;
+	int whole = whole_corpus();
 
-	sweep_set(tx, whole ? n : light, whole ? 3 : 1,
-		  whole ? 1 : t_env_long("FSTX_CALL_STRIDE", 1) * thin, extra, what);
+	sweep_set(tx, whole ? n : light, whole ? 3 : 1, call_stride(thin), extra, what);
 }
 
 /*
@@ -363,9 +375,8 @@ static void kill_generated(void **state)
 
 	(void)state;
 	assert_true(n > 0);
-	sweep_set((const char *const *)tx, n, 1,
-		  corpus_count() == NFIXED + NGEN ? 1 : t_env_long("FSTX_CALL_STRIDE", 1) * 8,
-		  t_names_tree, "generated name changes");
+	sweep_set((const char *const *)tx, n, 1, call_stride(8), t_names_tree,
+		  "generated name changes");
 	for (size_t i = 0; i < n; i++)
 		free(tx[i]);
 	free(tx);
